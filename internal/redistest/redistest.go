@@ -1,0 +1,143 @@
+// Package redistest starts throwaway redis-server processes on free loopback
+// ports for tests, and stops them when the test ends.
+//
+// The real-Redis tests are the proof of fairlock's claims, so CI sets
+// FAIRLOCK_REQUIRE_REDIS=1: a missing redis-server then fails the test
+// instead of skipping it.
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// RequireEnv is the environment variable that turns a missing redis-server
+// from a skip into a failure.
+const RequireEnv = "FAIRLOCK_REQUIRE_REDIS"
+
+// Server is one redis-server process with no persistence.
+type Server struct {
+	Addr string
+	Port int
+	args []string
+	dir  string
+	cmd  *exec.Cmd
+}
+
+// Binary returns the path of redis-server, or skips (fails when RequireEnv
+// is set) the test when it is not installed.
+func Binary(t testing.TB) string {
+	t.Helper()
+	path, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv(RequireEnv) != "" {
+			t.Fatalf("redis-server not found and %s is set: %v", RequireEnv, err)
+		}
+		t.Skipf("redis-server not installed (set %s=1 to make this a failure)", RequireEnv)
+	}
+	return path
+}
+
+// Start launches a redis-server on a free loopback port. Extra args are
+// passed to redis-server as "--name value" pairs. The server is killed when
+// the test ends.
+func Start(t testing.TB, args ...string) *Server {
+	t.Helper()
+	s := &Server{Port: FreePort(t), args: args, dir: t.TempDir()}
+	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
+	s.start(t)
+	t.Cleanup(s.Kill)
+	return s
+}
+
+func (s *Server) start(t testing.TB) {
+	t.Helper()
+	argv := append([]string{
+		"--port", strconv.Itoa(s.Port),
+		"--bind", "127.0.0.1",
+		"--save", "",
+		"--appendonly", "no",
+		"--dir", s.dir,
+		"--logfile", "redis.log",
+	}, s.args...)
+	s.cmd = exec.Command(Binary(t), argv...)
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("start redis-server: %v", err)
+	}
+	go s.cmd.Wait() //nolint:errcheck // reaps the process; exit status is irrelevant
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	defer c.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := c.Ping(ctx).Err()
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			s.Kill()
+			log, _ := os.ReadFile(s.dir + "/redis.log")
+			t.Fatalf("redis-server on %s did not answer: %v\n%s", s.Addr, err, log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Client returns a go-redis client for the server, closed when the test ends.
+func (s *Server) Client(t testing.TB) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: s.Addr})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// Kill stops the server with SIGKILL, losing all its data.
+func (s *Server) Kill() {
+	if s.cmd != nil && s.cmd.Process != nil {
+		s.cmd.Process.Kill() //nolint:errcheck // already gone is fine
+		for i := 0; i < 100 && portOpen(s.Addr); i++ {
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// Restart kills the server and starts a fresh, empty one on the same port.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	s.Kill()
+	s.start(t)
+}
+
+// PID is the process id of the running server.
+func (s *Server) PID() int { return s.cmd.Process.Pid }
+
+// FreePort returns a loopback TCP port that was free a moment ago.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+func portOpen(addr string) bool {
+	c, err := net.DialTimeout("tcp", addr, 50*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	c.Close()
+	return true
+}
+
+// String names the server in test logs.
+func (s *Server) String() string { return fmt.Sprintf("redis-server %s (pid %d)", s.Addr, s.PID()) }
