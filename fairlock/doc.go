@@ -1,0 +1,37 @@
+// Package fairlock is a fair, strictly FIFO distributed lock on Redis.
+//
+// Spin-and-retry locks (SET NX in a loop) are unfair: whoever retries at the
+// right moment wins, so under contention the worker that just released the
+// lock often takes it again while others wait for seconds, or forever.
+// fairlock queues waiters in a Redis list instead and grants the lock in
+// the order their requests reached Redis. Release hands the lock to the
+// head of the queue inside one Lua script and wakes only that waiter's
+// process through pub/sub, so nobody spins.
+//
+// # When to use it
+//
+// Use fairlock when many processes contend for one lock and none may starve:
+// ordered job processing, per-account serialisation, tests that assert grant
+// order. For a lock that is rarely contended, a plain SET NX lock is as good.
+// For correctness (not just efficiency) under pauses and failovers, no lease
+// lock is enough by itself: pass Lease.Fence to the storage you guard and
+// have it reject older fences.
+//
+// # Guarantees
+//
+//   - Mutual exclusion within a lease, on one Redis that does not lose data.
+//   - Strict FIFO among live waiters; TryAcquire never jumps the queue.
+//   - A crashed holder blocks the lock for at most the lease TTL; a crashed
+//     waiter for at most the waiter TTL, wherever it stands in the queue.
+//   - A lost notification, or a lease that expired with nobody releasing,
+//     delays a grant by at most one heartbeat period.
+//   - Every key has a TTL; a lock nobody uses leaves nothing behind.
+//   - Fences strictly increase per lock name, even after Redis lost its data.
+//
+// A failover of an asynchronously replicated Redis can lose a grant, a
+// paused holder can act after its lease ended, and a jump of the Redis
+// server's clock can shorten a lease. Fences are the answer to all three.
+//
+// One Locker per process is the normal use: it shares one pub/sub
+// connection and one heartbeat timer among all its waiters and leases.
+package fairlock

@@ -1,0 +1,193 @@
+package fairlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// heartbeatLoop is the Locker's one timer. Each period it sends one
+// heartbeat per lock that has local waiters or leases, all in one pipeline,
+// however many waiters there are.
+func (l *Locker) heartbeatLoop() {
+	defer l.bg.Done()
+	t := time.NewTicker(l.heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-l.stopped:
+			return
+		case <-t.C:
+		case <-l.kick:
+		}
+		l.beat()
+	}
+}
+
+// kickHeartbeat asks for a heartbeat now, after notifications may have been
+// lost.
+func (l *Locker) kickHeartbeat() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+func (l *Locker) beat() {
+	calls := l.heartbeatCalls()
+	if len(calls) == 0 {
+		return
+	}
+	sent := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), l.heartbeat)
+	l.runHeartbeats(ctx, calls) //nolint:errcheck // each call's own error is read below
+	cancel()
+	for _, c := range calls {
+		res, cerr := c.cmd.Result()
+		if cerr == nil {
+			var st []int64
+			if st, cerr = parseInts(res, len(c.tokens)+1); cerr == nil {
+				l.applyHeartbeat(c, st, sent)
+				continue
+			}
+		}
+		l.observe(Event{Kind: EventHeartbeatFailed, Name: c.name, Err: cerr})
+		// Without a renewal, give up a lease before Redis may drop it: the
+		// next heartbeat could come too late.
+		if c.holder != nil && c.holder.expiresBefore(time.Now().Add(l.heartbeat)) {
+			c.holder.end(ErrLost)
+		}
+	}
+	l.expireLeases()
+}
+
+// heartbeatCalls lists one call per lock with local waiters or a lease to
+// renew.
+func (l *Locker) heartbeatCalls() []*heartbeatCall {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var calls []*heartbeatCall
+	for name, ll := range l.locks {
+		c := &heartbeatCall{name: name, keys: ll.keys}
+		if ll.lease != nil && ll.lease.needsHeartbeat() {
+			c.holder = ll.lease
+		}
+		for w := range ll.waiters {
+			c.tokens = append(c.tokens, w.token)
+		}
+		if c.holder != nil || len(c.tokens) > 0 {
+			calls = append(calls, c)
+		}
+	}
+	return calls
+}
+
+func (l *Locker) applyHeartbeat(c *heartbeatCall, st []int64, sent time.Time) {
+	if c.holder != nil {
+		if st[0] == 1 {
+			c.holder.renewed(sent)
+		} else {
+			c.holder.end(ErrLost)
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, token := range c.tokens {
+		w := l.waiters[token]
+		if w == nil {
+			continue // granted or gone meanwhile
+		}
+		switch status := st[i+1]; status {
+		case waiterWaiting:
+			w.since = sent
+		case waiterGone:
+			signal(w.evicted)
+		default:
+			deliver(w, status)
+		}
+	}
+}
+
+// expireLeases ends leases that are not renewed and whose time is up.
+func (l *Locker) expireLeases() {
+	l.mu.Lock()
+	var due []*Lease
+	now := time.Now()
+	for _, ll := range l.locks {
+		if s := ll.lease; s != nil && !s.needsHeartbeat() && s.expiresBefore(now) {
+			due = append(due, s)
+		}
+	}
+	l.mu.Unlock()
+	for _, s := range due {
+		s.end(ErrLost)
+	}
+}
+
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// deliver hands a grant to a waiter once; repeats (message and heartbeat
+// both) are dropped.
+func deliver(w *waiter, fence int64) {
+	select {
+	case w.granted <- fence:
+	default:
+	}
+}
+
+// subscribe opens the Locker's pub/sub connection, once, before its first
+// waiter queues, so that no grant message can come before the listener.
+func (l *Locker) subscribe(ctx context.Context) error {
+	l.subMu.Lock()
+	defer l.subMu.Unlock()
+	if l.sub != nil {
+		return nil
+	}
+	ps := l.client.Subscribe(ctx, l.notifyPrefix+l.id)
+	if _, err := ps.Receive(ctx); err != nil {
+		ps.Close()
+		return err
+	}
+	l.sub = ps
+	l.bg.Add(1)
+	go l.listen(ps)
+	return nil
+}
+
+// listen routes grant messages to waiters. After the connection drops,
+// go-redis reconnects and resubscribes; messages sent meanwhile are lost, so
+// a resubscription triggers a heartbeat, which finds those grants.
+func (l *Locker) listen(ps *redis.PubSub) {
+	defer l.bg.Done()
+	for {
+		msg, err := ps.Receive(context.Background())
+		if err != nil {
+			select {
+			case <-l.stopped:
+				return
+			case <-time.After(10 * time.Millisecond):
+				continue
+			}
+		}
+		switch m := msg.(type) {
+		case *redis.Message:
+			token, fence, ok := parseGrant(m.Payload)
+			if !ok {
+				continue
+			}
+			l.mu.Lock()
+			if w := l.waiters[token]; w != nil {
+				deliver(w, fence)
+			}
+			l.mu.Unlock()
+		case *redis.Subscription:
+			l.kickHeartbeat()
+		}
+	}
+}

@@ -1,0 +1,153 @@
+package fairlock
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+)
+
+// A Lease is a held lock. It ends when released, or when lost: its renewal
+// failed, it expired, or Redis forgot it. Done and Err tell which. A lease
+// that may be lost can still be used safely by passing Fence to the storage
+// it guards.
+type Lease struct {
+	locker *Locker
+	name   string
+	keys   []string
+	token  string
+	fence  int64
+	done   chan struct{}
+
+	mu       sync.Mutex
+	err      error     // nil while held
+	deadline time.Time // before it, Redis surely still has the lease
+	claimed  bool      // extended to the full lease TTL at least once
+}
+
+// Name is the lock's name.
+func (s *Lease) Name() string { return s.name }
+
+// Token identifies this grant; it is the value of the lock key in Redis.
+func (s *Lease) Token() string { return s.token }
+
+// Fence is this grant's fencing token. Fences of one lock name strictly
+// increase over all grants, even across expiry of every key and a Redis
+// that lost its data: a fence is at least the Redis server's time in
+// microseconds. Pass it to the storage the lock guards, and have the
+// storage reject writes with a fence older than the newest it has seen.
+func (s *Lease) Fence() int64 { return s.fence }
+
+// Done is closed when the lease ends, for any reason.
+func (s *Lease) Done() <-chan struct{} { return s.done }
+
+// Err is nil while the lease is held, ErrReleased after Release, and
+// ErrLost if it was lost.
+func (s *Lease) Err() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err
+}
+
+// Release frees the lock and hands it to the next waiter. It returns
+// ErrNotHeld if the lease was already released or lost, and then changes
+// nothing in Redis. If Redis cannot be reached, the lease still ends here
+// (its renewal stops) and the lock frees itself within the lease TTL.
+func (s *Lease) Release(ctx context.Context) error {
+	return s.release(ctx)
+}
+
+func (s *Lease) release(ctx context.Context) error {
+	if s.Err() != nil {
+		return ErrNotHeld
+	}
+	n, err := releaseScript.Run(ctx, s.locker.client, s.keys, s.token, s.locker.notifyPrefix).Int()
+	switch {
+	case err != nil:
+		s.end(ErrReleased)
+		return fmt.Errorf("fairlock: release %q: %w", s.name, err)
+	case n == 0:
+		s.end(ErrLost)
+		return ErrNotHeld
+	}
+	s.end(ErrReleased)
+	return nil
+}
+
+// Extend sets the lease's remaining time to ttl, which may shorten it. With
+// auto-renew on, the heartbeat still keeps at least the lease TTL. It
+// returns ErrNotHeld, changing nothing, if the lease was lost.
+func (s *Lease) Extend(ctx context.Context, ttl time.Duration) error {
+	if err := checkTTL("extension", ttl); err != nil {
+		return err
+	}
+	if s.Err() != nil {
+		return ErrNotHeld
+	}
+	sent := time.Now()
+	n, err := extendScript.Run(ctx, s.locker.client, s.keys, s.token, ttl.Milliseconds()).Int()
+	if err != nil {
+		return fmt.Errorf("fairlock: extend %q: %w", s.name, err)
+	}
+	if n == 0 {
+		s.end(ErrLost)
+		return ErrNotHeld
+	}
+	s.mu.Lock()
+	s.deadline = sent.Add(ttl)
+	s.claimed = true
+	s.mu.Unlock()
+	return nil
+}
+
+// renewed records a heartbeat that extended the lease.
+func (s *Lease) renewed(sent time.Time) {
+	s.mu.Lock()
+	if d := sent.Add(s.locker.cfg.leaseTTL); d.After(s.deadline) {
+		s.deadline = d
+	}
+	s.claimed = true
+	s.mu.Unlock()
+	s.locker.observe(Event{Kind: EventRenewed, Name: s.name, Token: s.token})
+}
+
+// needsHeartbeat tells whether the next heartbeat should extend the lease:
+// always with auto-renew, else only once, to turn the short grant made on a
+// waiter's behalf into a full lease.
+func (s *Lease) needsHeartbeat() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.err == nil && (s.locker.cfg.autoRenew || !s.claimed)
+}
+
+// expiresBefore tells whether Redis may have dropped the lease by t.
+func (s *Lease) expiresBefore(t time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return !t.Before(s.deadline)
+}
+
+// end closes the lease once, with err as its reason.
+func (s *Lease) end(err error) {
+	s.mu.Lock()
+	if s.err != nil {
+		s.mu.Unlock()
+		return
+	}
+	s.err = err
+	close(s.done)
+	s.mu.Unlock()
+
+	l := s.locker
+	l.mu.Lock()
+	if ll := l.locks[s.name]; ll != nil && ll.lease == s {
+		ll.lease = nil
+		l.dropIfIdle(s.name, ll)
+	}
+	l.mu.Unlock()
+	kind := EventReleased
+	if err == ErrLost {
+		kind = EventLost
+	}
+	l.observe(Event{Kind: kind, Name: s.name, Token: s.token, Fence: s.fence, Err: err})
+}

@@ -1,0 +1,397 @@
+package fairlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/go-redis/v9"
+)
+
+// A Locker grants fair locks on one Redis (or Redis Cluster) to the
+// goroutines of a process. It is safe for concurrent use; one per process
+// is the normal use. All its waiters and leases share one pub/sub
+// connection and one heartbeat timer.
+type Locker struct {
+	client       redis.UniversalClient
+	cfg          config
+	id           string
+	notifyPrefix string        // + id: this Locker's pub/sub channel
+	heartbeat    time.Duration // period of the heartbeat timer
+
+	mu      sync.Mutex
+	seq     uint64
+	locks   map[string]*localLock // by lock name: what the heartbeat covers
+	waiters map[string]*waiter    // by token: where grant messages go
+	closed  bool
+	calls   sync.WaitGroup // Acquire and TryAcquire calls under way
+
+	subMu sync.Mutex
+	sub   *redis.PubSub // opened by the first Acquire that has to wait
+
+	closing chan struct{} // closed by Close: waiters give up
+	stopped chan struct{} // closed by Close when no call is left: background goroutines stop
+	kick    chan struct{} // asks for a heartbeat now
+	bg      sync.WaitGroup
+}
+
+// localLock is what this Locker has on one lock name.
+type localLock struct {
+	keys    []string
+	waiters map[*waiter]struct{} // queued in Redis, to keep alive
+	lease   *Lease               // held by this Locker, to renew
+}
+
+type waiter struct {
+	name  string
+	keys  []string
+	token string    // guarded by Locker.mu: a waiter that lost its place queues anew with a new token
+	since time.Time // guarded by Locker.mu: when the request that set its Redis deadline was sent
+
+	granted chan int64    // the fence, once granted
+	evicted chan struct{} // it lost its place in the queue
+}
+
+// New returns a Locker that keeps its locks on client. It checks the
+// options but does not contact Redis.
+func New(client redis.UniversalClient, opts ...Option) (*Locker, error) {
+	if client == nil {
+		return nil, fmt.Errorf("%w: nil Redis client", ErrInvalid)
+	}
+	cfg := defaultConfig()
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("%w: nil option", ErrInvalid)
+		}
+		if err := opt(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	l := &Locker{
+		client:    client,
+		cfg:       cfg,
+		id:        uuid.NewString(),
+		heartbeat: min(cfg.leaseTTL, cfg.waiterTTL) / 3,
+		locks:     map[string]*localLock{},
+		waiters:   map[string]*waiter{},
+		closing:   make(chan struct{}),
+		stopped:   make(chan struct{}),
+		kick:      make(chan struct{}, 1),
+	}
+	l.notifyPrefix = cfg.prefix + ":notify:"
+	if cfg.prefix == "" {
+		l.notifyPrefix = "notify:"
+	}
+	l.bg.Add(1)
+	go l.heartbeatLoop()
+	return l, nil
+}
+
+// Heartbeat is the period at which the Locker keeps its waiters alive,
+// renews its leases and re-checks for grants whose notification was lost:
+// a third of the smaller of the lease and waiter TTLs.
+func (l *Locker) Heartbeat() time.Duration { return l.heartbeat }
+
+// Acquire waits, in strict FIFO order among live waiters, until it holds the
+// lock called name, and returns the lease. If ctx ends first, the error
+// matches errors.Is(err, ctx.Err()) and the waiter has left the queue; a
+// grant that raced with the cancellation is released. Acquire is not
+// reentrant: a second Acquire of a lock this Locker holds waits for it.
+func (l *Locker) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
+	return l.acquire(ctx, name, true, opts)
+}
+
+// TryAcquire takes the lock only if it is free and nobody waits for it, and
+// returns ErrNotAcquired otherwise. It never waits and never jumps the queue.
+func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
+	return l.acquire(ctx, name, false, opts)
+}
+
+func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []AcquireOption) (*Lease, error) {
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	var ac acquireConfig
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&ac)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !l.enter() {
+		return nil, ErrClosed
+	}
+	defer l.calls.Done()
+	if wait {
+		if err := l.subscribe(ctx); err != nil {
+			return nil, ctxError(ctx, fmt.Errorf("fairlock: subscribe: %w", err))
+		}
+	}
+	start := time.Now()
+	keys := lockKeys(l.cfg.prefix, name)
+	mode := "try"
+	if wait {
+		mode = "wait"
+	}
+	for {
+		w := l.newWaiter(name, keys)
+		sent := time.Now()
+		reply, err := acquireScript.Run(ctx, l.client, keys, w.token,
+			l.cfg.leaseTTL.Milliseconds(), l.cfg.waiterTTL.Milliseconds(), l.notifyPrefix, mode).Result()
+		var res []int64
+		if err == nil {
+			res, err = parseInts(reply, 2)
+		}
+		if err != nil {
+			// The reply may be lost, not the request: remove the entry by its token.
+			l.withdraw(w, err)
+			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %q: %w", name, err))
+		}
+		switch res[0] {
+		case acquireGranted:
+			l.forget(w)
+			return l.grant(name, keys, w.token, res[1], sent.Add(l.cfg.leaseTTL), true, start)
+		case acquireRefused:
+			l.forget(w)
+			return nil, ErrNotAcquired
+		}
+		l.queued(w, sent)
+		l.observe(Event{Kind: EventEnqueued, Name: name, Token: w.token, Position: int(res[1])})
+		if ac.onQueued != nil {
+			ac.onQueued(int(res[1]))
+		}
+		select {
+		case fence := <-w.granted:
+			l.mu.Lock()
+			deadline := w.since.Add(min(l.cfg.waiterTTL, l.cfg.leaseTTL))
+			l.mu.Unlock()
+			l.forget(w)
+			return l.grant(name, keys, w.token, fence, deadline, false, start)
+		case <-w.evicted:
+			l.forget(w) // queue anew, at the back
+		case <-ctx.Done():
+			l.withdraw(w, ctx.Err())
+			return nil, ctxError(ctx, ctx.Err())
+		case <-l.closing:
+			l.withdraw(w, ErrClosed)
+			return nil, ErrClosed
+		}
+	}
+}
+
+// ctxError makes err match ctx.Err() when the context ended, whatever the
+// Redis client reported (often an I/O timeout).
+func ctxError(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w (%v)", cerr, err)
+	}
+	return err
+}
+
+// enter counts a call in, unless the Locker is closed.
+func (l *Locker) enter() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return false
+	}
+	l.calls.Add(1)
+	return true
+}
+
+// newWaiter registers a waiter under a fresh token before the request that
+// queues it is sent, so that a grant message arriving right after finds it.
+func (l *Locker) newWaiter(name string, keys []string) *waiter {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.seq++
+	w := &waiter{
+		name:    name,
+		keys:    keys,
+		token:   l.id + ":" + strconv.FormatUint(l.seq, 36),
+		granted: make(chan int64, 1),
+		evicted: make(chan struct{}, 1),
+	}
+	l.waiters[w.token] = w
+	return w
+}
+
+// queued puts a waiter in Redis's queue under the heartbeat's care.
+func (l *Locker) queued(w *waiter, sent time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w.since = sent
+	l.local(w.name, w.keys).waiters[w] = struct{}{}
+}
+
+// forget removes a waiter from this Locker's books.
+func (l *Locker) forget(w *waiter) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.waiters, w.token)
+	if ll := l.locks[w.name]; ll != nil {
+		delete(ll.waiters, w)
+		l.dropIfIdle(w.name, ll)
+	}
+}
+
+// withdraw takes a waiter out of the queue, or releases the lock if it was
+// granted meanwhile. It runs even when the caller's context has ended, and
+// is bounded by the waiter TTL: after that Redis drops the entry by itself.
+func (l *Locker) withdraw(w *waiter, why error) {
+	l.forget(w)
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.waiterTTL)
+	defer cancel()
+	err := cancelScript.Run(ctx, l.client, w.keys, w.token, l.notifyPrefix).Err()
+	if err != nil {
+		why = errors.Join(why, fmt.Errorf("fairlock: leaving the queue: %w", err))
+	}
+	l.observe(Event{Kind: EventCancelled, Name: w.name, Token: w.token, Err: why})
+}
+
+// local returns this Locker's record of a lock, creating it. l.mu is held.
+func (l *Locker) local(name string, keys []string) *localLock {
+	ll := l.locks[name]
+	if ll == nil {
+		ll = &localLock{keys: keys, waiters: map[*waiter]struct{}{}}
+		l.locks[name] = ll
+	}
+	return ll
+}
+
+// dropIfIdle forgets a lock with no waiter and no lease here. l.mu is held.
+func (l *Locker) dropIfIdle(name string, ll *localLock) {
+	if ll != nil && ll.lease == nil && len(ll.waiters) == 0 {
+		delete(l.locks, name)
+	}
+}
+
+// grant makes the Lease for a granted token and puts it under the
+// heartbeat's care. If the Locker was closed meanwhile, the lock is released
+// at once rather than left to a holder nobody will return it to.
+func (l *Locker) grant(name string, keys []string, token string, fence int64, deadline time.Time, claimed bool, start time.Time) (*Lease, error) {
+	s := &Lease{
+		locker:   l,
+		name:     name,
+		keys:     keys,
+		token:    token,
+		fence:    fence,
+		done:     make(chan struct{}),
+		deadline: deadline,
+		claimed:  claimed,
+	}
+	l.mu.Lock()
+	closed := l.closed
+	if !closed {
+		l.local(name, keys).lease = s
+	}
+	l.mu.Unlock()
+	if closed {
+		s.release(context.Background()) //nolint:errcheck // best effort; the lease expires anyway
+		return nil, ErrClosed
+	}
+	l.observe(Event{Kind: EventGranted, Name: name, Token: token, Fence: fence, Wait: time.Since(start)})
+	return s, nil
+}
+
+// Do runs fn while holding the lock called name, then releases it. fn's
+// context is cancelled, with cause ErrLost, if the lease is lost. If it was
+// lost while fn ran, the error matches ErrLost, joined with fn's own error.
+func (l *Locker) Do(ctx context.Context, name string, fn func(ctx context.Context) error) error {
+	lease, err := l.Acquire(ctx, name)
+	if err != nil {
+		return err
+	}
+	fnCtx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-lease.Done():
+			cancel(ErrLost)
+		case <-fnCtx.Done():
+		}
+	}()
+	fnErr := fn(fnCtx)
+	cancel(nil)
+	relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.leaseTTL)
+	defer relCancel()
+	relErr := lease.Release(relCtx)
+	if errors.Is(lease.Err(), ErrLost) {
+		return errors.Join(fnErr, ErrLost)
+	}
+	return errors.Join(fnErr, relErr)
+}
+
+// State is a snapshot of one lock, as Inspect reads it.
+type State struct {
+	Held    bool          // someone holds the lock
+	Holder  string        // the holder's lease token, if held
+	Fence   int64         // the fence of the latest grant (0 if none is known)
+	Waiters int           // live waiters in the queue, not counting the holder
+	TTL     time.Duration // how long the lease has left, if held
+}
+
+// Inspect reads the state of the lock called name in one round trip.
+func (l *Locker) Inspect(ctx context.Context, name string) (State, error) {
+	if err := checkName(name); err != nil {
+		return State{}, err
+	}
+	reply, err := inspectScript.Run(ctx, l.client, lockKeys(l.cfg.prefix, name)).Result()
+	if err != nil {
+		return State{}, fmt.Errorf("fairlock: inspect %q: %w", name, err)
+	}
+	holder, ttl, fence, waiters, err := parseInspect(reply)
+	if err != nil {
+		return State{}, err
+	}
+	st := State{Held: holder != "", Holder: holder, Fence: fence, Waiters: int(waiters)}
+	if st.Held && ttl > 0 {
+		st.TTL = time.Duration(ttl) * time.Millisecond
+	}
+	return st, nil
+}
+
+// Close ends pending Acquire calls with ErrClosed (they leave their queues),
+// releases the leases this Locker holds, and stops its goroutines. Calls
+// after Close return ErrClosed. Close is idempotent.
+func (l *Locker) Close() error {
+	l.mu.Lock()
+	if l.closed {
+		l.mu.Unlock()
+		return nil
+	}
+	l.closed = true
+	close(l.closing)
+	l.mu.Unlock()
+	l.calls.Wait()
+
+	l.mu.Lock()
+	var held []*Lease
+	for _, ll := range l.locks {
+		if ll.lease != nil {
+			held = append(held, ll.lease)
+		}
+	}
+	l.mu.Unlock()
+	var errs []error
+	for _, s := range held {
+		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.leaseTTL)
+		if err := s.release(ctx); err != nil && !errors.Is(err, ErrNotHeld) {
+			errs = append(errs, err)
+		}
+		cancel()
+	}
+	close(l.stopped)
+	l.subMu.Lock()
+	if l.sub != nil {
+		errs = append(errs, l.sub.Close())
+	}
+	l.subMu.Unlock()
+	l.bg.Wait()
+	return errors.Join(errs...)
+}

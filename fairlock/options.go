@@ -1,0 +1,128 @@
+package fairlock
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Defaults of a Locker.
+const (
+	// DefaultLeaseTTL is how long a lease outlives its holder's last renewal.
+	DefaultLeaseTTL = 10 * time.Second
+	// DefaultWaiterTTL is how long a waiter that stopped heart-beating (its
+	// process died) keeps its place in the queue.
+	DefaultWaiterTTL = 3 * time.Second
+	// DefaultKeyPrefix starts every key and channel name.
+	DefaultKeyPrefix = "fairlock"
+)
+
+type config struct {
+	leaseTTL  time.Duration
+	waiterTTL time.Duration
+	autoRenew bool
+	prefix    string
+	observer  func(Event)
+	logger    *slog.Logger
+}
+
+func defaultConfig() config {
+	return config{
+		leaseTTL:  DefaultLeaseTTL,
+		waiterTTL: DefaultWaiterTTL,
+		autoRenew: true,
+		prefix:    DefaultKeyPrefix,
+	}
+}
+
+// An Option configures a Locker in New.
+type Option func(*config) error
+
+// WithLeaseTTL sets how long a lease lives if its holder stops renewing it
+// (DefaultLeaseTTL). With auto-renew on, it is also how long a crashed
+// holder blocks the queue.
+func WithLeaseTTL(d time.Duration) Option {
+	return func(c *config) error {
+		c.leaseTTL = d
+		return checkTTL("lease TTL", d)
+	}
+}
+
+// WithWaiterTTL sets how long a silent waiter, whose process died, keeps its
+// place in the queue (DefaultWaiterTTL), including a waiter that was granted
+// the lock just before it died. Waiters heartbeat every Heartbeat() period.
+func WithWaiterTTL(d time.Duration) Option {
+	return func(c *config) error {
+		c.waiterTTL = d
+		return checkTTL("waiter TTL", d)
+	}
+}
+
+// WithAutoRenew turns lease renewal on (the default) or off. When on, held
+// leases are extended every heartbeat until Release; when off, a lease
+// lives the lease TTL from its grant unless Extend is called.
+func WithAutoRenew(on bool) Option {
+	return func(c *config) error {
+		c.autoRenew = on
+		return nil
+	}
+}
+
+// WithKeyPrefix sets the namespace of every key and channel
+// (DefaultKeyPrefix). It must not contain '{' or '}', which Redis Cluster
+// reads as a hash tag: the lock name alone is each lock's hash tag.
+func WithKeyPrefix(p string) Option {
+	return func(c *config) error {
+		if strings.ContainsAny(p, "{}") {
+			return fmt.Errorf("%w: key prefix %q must not contain '{' or '}'", ErrInvalid, p)
+		}
+		c.prefix = p
+		return nil
+	}
+}
+
+// WithObserver registers fn to receive every Event of the Locker. fn is
+// called synchronously from the Locker's goroutines and must not block.
+func WithObserver(fn func(Event)) Option {
+	return func(c *config) error {
+		if fn == nil {
+			return fmt.Errorf("%w: nil observer", ErrInvalid)
+		}
+		c.observer = fn
+		return nil
+	}
+}
+
+// WithLogger logs every Event to l: grants, releases and renewals at Debug,
+// lost leases and failed heartbeats at Warn.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("%w: nil logger", ErrInvalid)
+		}
+		c.logger = l
+		return nil
+	}
+}
+
+func checkTTL(what string, d time.Duration) error {
+	if d < time.Millisecond {
+		return fmt.Errorf("%w: %s must be at least 1ms (Redis counts in ms), got %v", ErrInvalid, what, d)
+	}
+	return nil
+}
+
+// An AcquireOption configures one Acquire or TryAcquire call.
+type AcquireOption func(*acquireConfig)
+
+type acquireConfig struct {
+	onQueued func(position int)
+}
+
+// OnQueued calls fn each time the call joins the queue, with its position
+// (1 is next) among live waiters, not counting the holder. It is called
+// again if the waiter lost its place and queued anew.
+func OnQueued(fn func(position int)) AcquireOption {
+	return func(c *acquireConfig) { c.onQueued = fn }
+}

@@ -1,0 +1,56 @@
+-- lib.lua is prepended to every other script; it is not run alone.
+-- Every script gets the same four keys of one lock, which share one hash tag:
+--   KEYS[1] lock   string: the holder's token, with the lease as its TTL
+--   KEYS[2] queue  list: waiter tokens in arrival order (the holder is not in it)
+--   KEYS[3] alive  sorted set: waiter token -> server-clock deadline in ms
+--   KEYS[4] fence  string: the last fence handed out
+-- Every deadline comes from the server's TIME, never a client clock.
+local lockKey, queueKey, aliveKey, fenceKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local clock = redis.call('TIME')
+local nowMs = clock[1] * 1000 + math.floor(clock[2] / 1000)
+-- The fence key may expire: fences are seeded from the clock, so they still grow.
+local fenceTTL = 86400000
+
+-- nextFence returns a fence larger than every fence before it, even after
+-- the fence key was lost: max(last + 1, server time in microseconds).
+local function nextFence()
+  local fence = tonumber(redis.call('GET', fenceKey) or '0') + 1
+  local nowUs = clock[1] * 1000000 + clock[2]
+  if fence < nowUs then fence = nowUs end
+  redis.call('SET', fenceKey, string.format('%d', fence), 'PX', fenceTTL)
+  return fence
+end
+
+-- keepFor makes key live at least ttl ms more, never shortening it.
+local function keepFor(key, ttl)
+  if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
+end
+
+-- grantNext hands the free lock to the first live waiter, dropping dead ones
+-- on the way, and notifies the waiter's Locker. The lock lives only until the
+-- waiter's own heartbeat deadline: a waiter that died just before its turn
+-- holds it no longer than it would have kept its place. Its Locker extends
+-- the lease at its next heartbeat. Returns the new holder's token, or false.
+local function grantNext(notifyPrefix)
+  while true do
+    local head = redis.call('LPOP', queueKey)
+    if not head then return false end
+    local deadline = tonumber(redis.call('ZSCORE', aliveKey, head))
+    redis.call('ZREM', aliveKey, head)
+    if deadline and deadline > nowMs then
+      redis.call('SET', lockKey, head, 'PX', deadline - nowMs)
+      local fence = nextFence()
+      local locker = string.match(head, '^(.*):')
+      redis.call('PUBLISH', notifyPrefix .. locker, head .. ' ' .. string.format('%d', fence))
+      return head
+    end
+  end
+end
+
+-- releaseIfHolder frees the lock if token holds it and passes it on.
+local function releaseIfHolder(token, notifyPrefix)
+  if redis.call('GET', lockKey) ~= token then return 0 end
+  redis.call('DEL', lockKey)
+  grantNext(notifyPrefix)
+  return 1
+end
