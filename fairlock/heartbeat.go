@@ -35,6 +35,7 @@ func (l *Locker) kickHeartbeat() {
 }
 
 func (l *Locker) beat() {
+	l.expireLeases()
 	calls := l.heartbeatCalls()
 	if len(calls) == 0 {
 		return
@@ -56,10 +57,9 @@ func (l *Locker) beat() {
 		// Without a renewal, give up a lease before Redis may drop it: the
 		// next heartbeat could come too late.
 		if c.holder != nil && c.holder.expiresBefore(time.Now().Add(l.heartbeat)) {
-			c.holder.end(ErrLost)
+			c.holder.lose()
 		}
 	}
-	l.expireLeases()
 }
 
 // heartbeatCalls lists one call per lock with local waiters or a lease to
@@ -88,7 +88,7 @@ func (l *Locker) applyHeartbeat(c *heartbeatCall, st []int64, sent time.Time) {
 		if st[0] == 1 {
 			c.holder.renewed(sent)
 		} else {
-			c.holder.end(ErrLost)
+			c.holder.lose()
 		}
 	}
 	l.mu.Lock()
@@ -121,7 +121,7 @@ func (l *Locker) expireLeases() {
 	}
 	l.mu.Unlock()
 	for _, s := range due {
-		s.end(ErrLost)
+		s.lose()
 	}
 }
 

@@ -19,10 +19,11 @@ type Lease struct {
 	fence  int64
 	done   chan struct{}
 
-	mu       sync.Mutex
-	err      error     // nil while held
-	deadline time.Time // before it, Redis surely still has the lease
-	claimed  bool      // extended to the full lease TTL at least once
+	mu        sync.Mutex
+	err       error     // nil while held
+	deadline  time.Time // before it, Redis surely still has the lease
+	claimed   bool      // extended to the full lease TTL at least once
+	releasing bool      // Release was sent: a heartbeat that finds the lock gone is no loss
 }
 
 // Name is the lock's name.
@@ -58,7 +59,11 @@ func (s *Lease) Release(ctx context.Context) error {
 }
 
 func (s *Lease) release(ctx context.Context) error {
-	if s.Err() != nil {
+	s.mu.Lock()
+	ended := s.err != nil || s.releasing
+	s.releasing = true
+	s.mu.Unlock()
+	if ended {
 		return ErrNotHeld
 	}
 	n, err := releaseScript.Run(ctx, s.locker.client, s.keys, s.token, s.locker.notifyPrefix).Int()
@@ -117,7 +122,18 @@ func (s *Lease) renewed(sent time.Time) {
 func (s *Lease) needsHeartbeat() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.err == nil && (s.locker.cfg.autoRenew || !s.claimed)
+	return s.err == nil && !s.releasing && (s.locker.cfg.autoRenew || !s.claimed)
+}
+
+// lose ends the lease as lost, unless it is being released: then the lock
+// found gone is the release's own doing.
+func (s *Lease) lose() {
+	s.mu.Lock()
+	releasing := s.releasing
+	s.mu.Unlock()
+	if !releasing {
+		s.end(ErrLost)
+	}
 }
 
 // expiresBefore tells whether Redis may have dropped the lease by t.

@@ -1,0 +1,102 @@
+package fairlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/fairlock/fairlock/fairlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// exampleRedis stands in for a real Redis in the examples.
+func exampleRedis() (*redis.Client, func()) {
+	mr, err := miniredis.Run()
+	if err != nil {
+		panic(err)
+	}
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	return c, func() { c.Close(); mr.Close() }
+}
+
+func ExampleLocker_Acquire() {
+	client, stop := exampleRedis()
+	defer stop()
+	locker, err := fairlock.New(client)
+	if err != nil {
+		panic(err)
+	}
+	defer locker.Close()
+
+	ctx := context.Background()
+	lease, err := locker.Acquire(ctx, "invoice:42")
+	if err != nil {
+		panic(err)
+	}
+	// Work while holding the lock; pass lease.Fence() to the storage you
+	// write, so that it can reject a holder whose lease ran out.
+	fmt.Println("holding", lease.Name(), "with a fence:", lease.Fence() > 0)
+	if err := lease.Release(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println(lease.Err())
+	// Output:
+	// holding invoice:42 with a fence: true
+	// fairlock: lease released
+}
+
+func ExampleLocker_TryAcquire() {
+	client, stop := exampleRedis()
+	defer stop()
+	locker, _ := fairlock.New(client)
+	defer locker.Close()
+
+	ctx := context.Background()
+	first, _ := locker.TryAcquire(ctx, "report")
+	if _, err := locker.TryAcquire(ctx, "report"); errors.Is(err, fairlock.ErrNotAcquired) {
+		fmt.Println("busy, try later")
+	}
+	first.Release(ctx)
+	second, err := locker.TryAcquire(ctx, "report")
+	fmt.Println("after release:", err, second.Fence() > first.Fence())
+	second.Release(ctx)
+	// Output:
+	// busy, try later
+	// after release: <nil> true
+}
+
+func ExampleLocker_Do() {
+	client, stop := exampleRedis()
+	defer stop()
+	locker, _ := fairlock.New(client)
+	defer locker.Close()
+
+	err := locker.Do(context.Background(), "account:7", func(ctx context.Context) error {
+		// ctx is cancelled, with cause ErrLost, if the lease is lost: check
+		// it before every step that must not run without the lock.
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		fmt.Println("debiting account 7")
+		return nil
+	})
+	fmt.Println("done:", err)
+	// Output:
+	// debiting account 7
+	// done: <nil>
+}
+
+func ExampleLocker_Inspect() {
+	client, stop := exampleRedis()
+	defer stop()
+	locker, _ := fairlock.New(client)
+	defer locker.Close()
+
+	ctx := context.Background()
+	lease, _ := locker.Acquire(ctx, "queue")
+	st, _ := locker.Inspect(ctx, "queue")
+	fmt.Println(st.Held, st.Holder == lease.Token(), st.Waiters)
+	lease.Release(ctx)
+	// Output: true true 0
+}

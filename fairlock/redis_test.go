@@ -1,0 +1,559 @@
+package fairlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fairlock/fairlock/fairlock"
+	"github.com/fairlock/fairlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// Short TTLs, as tests and latency-sensitive users run them.
+const (
+	leaseTTL  = time.Second
+	waiterTTL = 600 * time.Millisecond
+	heartbeat = 200 * time.Millisecond // min(leaseTTL, waiterTTL)/3
+)
+
+// slack absorbs scheduling and round trips in the bounds below; it is not a
+// speed claim.
+const slack = 300 * time.Millisecond
+
+func newLocker(t testing.TB, c redis.UniversalClient, opts ...fairlock.Option) *fairlock.Locker {
+	t.Helper()
+	opts = append([]fairlock.Option{fairlock.WithLeaseTTL(leaseTTL), fairlock.WithWaiterTTL(waiterTTL)}, opts...)
+	l, err := fairlock.New(c, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+func withTimeout(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// queueBehind starts Acquire in a goroutine and returns once the waiter is
+// queued, so that arrival order is certain. The lease (or error) arrives on
+// the returned channel.
+func queueBehind(t testing.TB, ctx context.Context, l *fairlock.Locker, name string) <-chan result {
+	t.Helper()
+	out := make(chan result, 1)
+	queued := make(chan struct{})
+	go func() {
+		var once sync.Once
+		s, err := l.Acquire(ctx, name, fairlock.OnQueued(func(int) { once.Do(func() { close(queued) }) }))
+		out <- result{s, err}
+	}()
+	select {
+	case <-queued:
+	case r := <-out:
+		t.Fatalf("Acquire returned before queueing: %v", r.err)
+	case <-time.After(5 * time.Second):
+		t.Fatal("waiter never queued")
+	}
+	return out
+}
+
+type result struct {
+	lease *fairlock.Lease
+	err   error
+}
+
+func await(t testing.TB, ch <-chan result, bound time.Duration) (*fairlock.Lease, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			t.Fatalf("Acquire: %v", r.err)
+		}
+		return r.lease, time.Since(start)
+	case <-time.After(bound):
+		t.Fatalf("no grant within %v", bound)
+	}
+	return nil, 0
+}
+
+func mustAcquire(t testing.TB, l *fairlock.Locker, name string) *fairlock.Lease {
+	t.Helper()
+	s, err := l.Acquire(withTimeout(t, 5*time.Second), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestFIFOAcrossLockers(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := withTimeout(t, 30*time.Second)
+	const n = 24
+	holder := mustAcquire(t, newLocker(t, srv.Client(t)), "fifo")
+	var mu sync.Mutex
+	var order []int
+	chans := make([]<-chan result, n)
+	for i := range n {
+		chans[i] = queueBehind(t, ctx, newLocker(t, srv.Client(t)), "fifo")
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := <-chans[i]
+			if r.err != nil {
+				t.Error(r.err)
+				return
+			}
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			r.lease.Release(ctx)
+		}()
+	}
+	holder.Release(ctx)
+	wg.Wait()
+	for i, got := range order {
+		if got != i {
+			t.Fatalf("grant order %v, want arrival order 0..%d", order, n-1)
+		}
+	}
+	if len(order) != n {
+		t.Fatalf("%d of %d waiters granted", len(order), n)
+	}
+}
+
+func TestMutualExclusionAndFences(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 60*time.Second)
+	const lockers, goroutines, rounds = 4, 4, 15
+	var mu sync.Mutex
+	var lastFence int64
+	var wg sync.WaitGroup
+	for range lockers {
+		l := newLocker(t, srv.Client(t))
+		for range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range rounds {
+					err := l.Do(ctx, "counter", func(ctx context.Context) error {
+						// An unguarded read-modify-write: lost updates if two hold at once.
+						v, err := rdb.Get(ctx, "count").Int()
+						if err != nil && !errors.Is(err, redis.Nil) {
+							return err
+						}
+						time.Sleep(time.Millisecond)
+						return rdb.Set(ctx, "count", v+1, 0).Err()
+					})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+	}
+	// Fences, checked from a separate Locker taking turns in the same queue.
+	l := newLocker(t, srv.Client(t))
+	for range rounds {
+		s := mustAcquire(t, l, "counter")
+		mu.Lock()
+		if s.Fence() <= lastFence {
+			t.Errorf("fence %d after %d", s.Fence(), lastFence)
+		}
+		lastFence = s.Fence()
+		mu.Unlock()
+		s.Release(ctx)
+	}
+	wg.Wait()
+	if got, want := rdb.Get(ctx, "count").Val(), fmt.Sprint(lockers*goroutines*rounds); got != want {
+		t.Fatalf("counter %s, want %s: two holders overlapped", got, want)
+	}
+}
+
+func TestFencesStrictlyIncrease(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 30*time.Second)
+	l1, l2 := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
+	var last int64
+	for i := range 200 {
+		l := l1
+		if i%2 == 1 {
+			l = l2
+		}
+		s := mustAcquire(t, l, "fence")
+		if s.Fence() <= last {
+			t.Fatalf("grant %d: fence %d not above %d", i, s.Fence(), last)
+		}
+		last = s.Fence()
+		if i == 100 {
+			// Redis loses everything; fences must still grow.
+			rdb.FlushAll(ctx)
+			if err := s.Release(ctx); !errors.Is(err, fairlock.ErrNotHeld) {
+				t.Fatalf("Release after FLUSHALL: %v, want ErrNotHeld", err)
+			}
+			continue
+		}
+		s.Release(ctx)
+	}
+}
+
+func TestTryAcquireNeverJumpsTheQueue(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 20*time.Second)
+	a, b, c := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
+	if _, err := c.TryAcquire(ctx, ""); !errors.Is(err, fairlock.ErrInvalid) {
+		t.Fatalf("empty name: %v", err)
+	}
+	held, err := a.TryAcquire(ctx, "try")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.TryAcquire(ctx, "try"); !errors.Is(err, fairlock.ErrNotAcquired) {
+		t.Fatalf("TryAcquire of a held lock: %v", err)
+	}
+	waiting := queueBehind(t, ctx, b, "try")
+	// The holder's lease vanishes with nobody releasing: the lock is free
+	// but b waits. TryAcquire must hand it to b, not take it.
+	rdb.Del(ctx, "fairlock:{try}:lock")
+	if _, err := c.TryAcquire(ctx, "try"); !errors.Is(err, fairlock.ErrNotAcquired) {
+		t.Fatalf("TryAcquire with a waiter queued: %v", err)
+	}
+	s, _ := await(t, waiting, 2*time.Second)
+	st, _ := c.Inspect(ctx, "try")
+	if st.Holder != s.Token() {
+		t.Fatalf("holder %q, want the waiter %q", st.Holder, s.Token())
+	}
+	s.Release(ctx)
+	<-held.Done()
+	if !errors.Is(held.Err(), fairlock.ErrLost) {
+		t.Fatalf("first holder's Err = %v, want ErrLost", held.Err())
+	}
+}
+
+func TestCancelledWaiterLeavesAtOnce(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := withTimeout(t, 20*time.Second)
+	a, b, c := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
+	held := mustAcquire(t, a, "cancel")
+	bctx, cancelB := context.WithCancel(ctx)
+	bw := queueBehind(t, bctx, b, "cancel")
+	cw := queueBehind(t, ctx, c, "cancel")
+	cancelB()
+	r := <-bw
+	if !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("cancelled Acquire: %v, want context.Canceled", r.err)
+	}
+	if st, _ := a.Inspect(ctx, "cancel"); st.Waiters != 1 {
+		t.Fatalf("%d waiters after cancel, want 1", st.Waiters)
+	}
+	held.Release(ctx)
+	s, took := await(t, cw, slack)
+	t.Logf("next waiter granted %v after release, past a cancelled one", took)
+	s.Release(ctx)
+}
+
+// deadWaiter puts a waiter in the queue whose process is gone: nobody will
+// heartbeat it. It returns its token.
+func deadWaiter(t testing.TB, rdb *redis.Client, name string, n int) string {
+	t.Helper()
+	ctx := context.Background()
+	now, err := rdb.Time(ctx).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := fmt.Sprintf("dead-locker:%d", n)
+	rdb.RPush(ctx, "fairlock:{"+name+"}:queue", token)
+	rdb.ZAdd(ctx, "fairlock:{"+name+"}:alive", redis.Z{Score: float64(now.Add(waiterTTL).UnixMilli()), Member: token})
+	rdb.PExpire(ctx, "fairlock:{"+name+"}:queue", waiterTTL)
+	rdb.PExpire(ctx, "fairlock:{"+name+"}:alive", waiterTTL)
+	return token
+}
+
+func TestDeadWaitersLoseTheirPlace(t *testing.T) {
+	for _, where := range []string{"head", "middle"} {
+		t.Run(where, func(t *testing.T) {
+			srv := redistest.Start(t)
+			rdb := srv.Client(t)
+			ctx := withTimeout(t, 20*time.Second)
+			a, b, c := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
+			held := mustAcquire(t, a, "dead")
+			var first <-chan result
+			if where == "middle" {
+				first = queueBehind(t, ctx, b, "dead")
+			}
+			deadWaiter(t, rdb, "dead", 1)
+			last := queueBehind(t, ctx, c, "dead")
+			held.Release(ctx)
+			if first != nil {
+				s, _ := await(t, first, slack)
+				s.Release(ctx)
+			}
+			// The dead waiter is granted (it was alive a moment ago) and then
+			// must lose the lock within the waiter TTL.
+			bound := waiterTTL + heartbeat + slack
+			s, took := await(t, last, bound)
+			t.Logf("dead waiter at the %s skipped after %v (bound %v)", where, took, bound)
+			s.Release(ctx)
+		})
+	}
+}
+
+func TestHolderThatStopsRenewing(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := withTimeout(t, 20*time.Second)
+	a := newLocker(t, srv.Client(t), fairlock.WithAutoRenew(false))
+	b := newLocker(t, srv.Client(t))
+	held := mustAcquire(t, a, "stale")
+	start := time.Now()
+	w := queueBehind(t, ctx, b, "stale")
+	bound := leaseTTL + heartbeat + slack
+	s, _ := await(t, w, bound)
+	t.Logf("next waiter granted %v after an unrenewed lease began (bound %v)", time.Since(start), bound)
+	select {
+	case <-held.Done():
+	case <-time.After(heartbeat + slack):
+		t.Fatal("expired lease's Done not closed")
+	}
+	if !errors.Is(held.Err(), fairlock.ErrLost) {
+		t.Fatalf("Err = %v, want ErrLost", held.Err())
+	}
+	if err := held.Release(ctx); !errors.Is(err, fairlock.ErrNotHeld) {
+		t.Fatalf("Release of a lost lease: %v", err)
+	}
+	if err := held.Extend(ctx, time.Second); !errors.Is(err, fairlock.ErrNotHeld) {
+		t.Fatalf("Extend of a lost lease: %v", err)
+	}
+	if st, _ := b.Inspect(ctx, "stale"); st.Holder != s.Token() {
+		t.Fatalf("the stale holder's calls changed the new holder: %+v", st)
+	}
+	s.Release(ctx)
+}
+
+func TestAutoRenewKeepsTheLease(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := withTimeout(t, 20*time.Second)
+	a, b := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
+	held := mustAcquire(t, a, "renew")
+	w := queueBehind(t, ctx, b, "renew")
+	time.Sleep(3 * leaseTTL)
+	if held.Err() != nil {
+		t.Fatalf("renewed lease ended: %v", held.Err())
+	}
+	select {
+	case r := <-w:
+		t.Fatalf("waiter granted while the lease was renewed: %v", r.err)
+	default:
+	}
+	held.Release(ctx)
+	s, _ := await(t, w, slack)
+	s.Release(ctx)
+}
+
+func TestPubSubKillDoesNotStrandWaiters(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 30*time.Second)
+	a := newLocker(t, srv.Client(t))
+	held := mustAcquire(t, a, "kill")
+	var ws []<-chan result
+	for range 5 {
+		ws = append(ws, queueBehind(t, ctx, newLocker(t, srv.Client(t)), "kill"))
+	}
+	for i, w := range ws {
+		if err := rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
+			t.Fatal(err)
+		}
+		held.Release(ctx)
+		bound := heartbeat + slack
+		s, took := await(t, w, bound)
+		t.Logf("waiter %d granted %v after its pub/sub connection was killed (bound %v)", i, took, bound)
+		held = s
+	}
+	held.Release(ctx)
+}
+
+func TestLeaseLossIsSignalled(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 20*time.Second)
+	l := newLocker(t, srv.Client(t))
+	err := l.Do(ctx, "lost", func(ctx context.Context) error {
+		rdb.Set(ctx, "fairlock:{lost}:lock", "someone-else", time.Minute)
+		select {
+		case <-ctx.Done():
+			if !errors.Is(context.Cause(ctx), fairlock.ErrLost) {
+				t.Errorf("cause %v, want ErrLost", context.Cause(ctx))
+			}
+			return ctx.Err()
+		case <-time.After(heartbeat + slack):
+			t.Error("Do's context not cancelled after the lease was lost")
+			return nil
+		}
+	})
+	if !errors.Is(err, fairlock.ErrLost) || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Do: %v, want ErrLost joined with fn's error", err)
+	}
+	if v := rdb.Get(ctx, "fairlock:{lost}:lock").Val(); v != "someone-else" {
+		t.Fatalf("the new holder's lock was changed to %q", v)
+	}
+}
+
+func TestScriptFlushAndRestart(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 30*time.Second)
+	a, b := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
+	held := mustAcquire(t, a, "restart")
+	w := queueBehind(t, ctx, b, "restart")
+	rdb.ScriptFlush(ctx)
+	time.Sleep(2 * heartbeat) // heartbeats must reload their script
+	if held.Err() != nil {
+		t.Fatalf("lease lost after SCRIPT FLUSH: %v", held.Err())
+	}
+	held.Release(ctx)
+	held, _ = await(t, w, slack)
+	fence := held.Fence()
+
+	w = queueBehind(t, ctx, a, "restart")
+	srv.Restart(t)
+	select {
+	case <-held.Done():
+	case <-time.After(2 * leaseTTL):
+		t.Fatal("holder not told of the lease lost in the restart")
+	}
+	if !errors.Is(held.Err(), fairlock.ErrLost) {
+		t.Fatalf("Err = %v, want ErrLost", held.Err())
+	}
+	bound := waiterTTL + 2*heartbeat + slack
+	s, took := await(t, w, bound)
+	t.Logf("after a Redis restart, the waiter was granted in %v (bound %v)", took, bound)
+	if s.Fence() <= fence {
+		t.Fatalf("fence %d after restart, not above %d", s.Fence(), fence)
+	}
+	s.Release(ctx)
+}
+
+func TestCloseEndsWaitersAndReleases(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := withTimeout(t, 20*time.Second)
+	other := newLocker(t, srv.Client(t))
+	l, err := fairlock.New(srv.Client(t), fairlock.WithLeaseTTL(leaseTTL), fairlock.WithWaiterTTL(waiterTTL))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := mustAcquire(t, l, "close-a")
+	blocker := mustAcquire(t, other, "close-b")
+	w := queueBehind(t, ctx, l, "close-b")
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if r := <-w; !errors.Is(r.err, fairlock.ErrClosed) {
+		t.Fatalf("pending Acquire after Close: %v", r.err)
+	}
+	if !errors.Is(held.Err(), fairlock.ErrReleased) {
+		t.Fatalf("held lease after Close: %v", held.Err())
+	}
+	for _, name := range []string{"close-a", "close-b"} {
+		st, _ := other.Inspect(ctx, name)
+		if st.Waiters != 0 || (name == "close-a" && st.Held) {
+			t.Fatalf("%s after Close: %+v", name, st)
+		}
+	}
+	if _, err := l.Acquire(ctx, "close-a"); !errors.Is(err, fairlock.ErrClosed) {
+		t.Fatalf("Acquire after Close: %v", err)
+	}
+	blocker.Release(ctx)
+}
+
+func TestEveryKeyHasATTL(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 20*time.Second)
+	a, b := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
+	names := []string{"plain", "a{b}c", "{}", "a:b c", "\xff\xfe", "%7B", "{"}
+	var waits []<-chan result
+	for _, name := range names {
+		mustAcquire(t, a, name)
+		waits = append(waits, queueBehind(t, ctx, b, name))
+	}
+	keys := rdb.Keys(ctx, "*").Val()
+	for _, k := range keys {
+		if ttl := rdb.PTTL(ctx, k).Val(); ttl <= 0 {
+			t.Errorf("key %q has no TTL (%v)", k, ttl)
+		}
+	}
+	if len(keys) < 4*len(names) {
+		t.Fatalf("%d keys for %d locks: names collided", len(keys), len(names))
+	}
+	a.Close()
+	for _, w := range waits {
+		s, _ := await(t, w, slack)
+		s.Release(ctx)
+	}
+	b.Close()
+	time.Sleep(10 * time.Millisecond)
+	for _, k := range rdb.Keys(ctx, "*").Val() {
+		if !isFence(k) {
+			t.Errorf("key %q left after every lock was released", k)
+		}
+	}
+}
+
+func isFence(k string) bool { return len(k) > 6 && k[len(k)-6:] == ":fence" }
+
+func TestHeartbeatIsBatched(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 30*time.Second)
+	// A holder that never heartbeats, so that only the waiters' Locker does.
+	mustAcquire(t, newLocker(t, srv.Client(t), fairlock.WithLeaseTTL(time.Minute), fairlock.WithAutoRenew(false)), "many")
+	l := newLocker(t, srv.Client(t), fairlock.WithLeaseTTL(time.Minute))
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	const n = 1000
+	queued := make(chan struct{}, n)
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.Acquire(wctx, "many", fairlock.OnQueued(func(int) { queued <- struct{}{} }))
+		}()
+	}
+	for range n {
+		<-queued
+	}
+	before := evalCalls(t, rdb)
+	const periods = 5
+	time.Sleep(periods * heartbeat)
+	calls := evalCalls(t, rdb) - before
+	t.Logf("%d waiters on one Locker: %d script calls in %d heartbeat periods", n, calls, periods)
+	if calls > periods+2 {
+		t.Fatalf("%d script calls for %d periods: heartbeats are not batched", calls, periods)
+	}
+	cancel()
+	wg.Wait()
+}
+
+func evalCalls(t testing.TB, rdb *redis.Client) int {
+	info := rdb.InfoMap(context.Background(), "commandstats").Val()["Commandstats"]
+	n := 0
+	for _, cmd := range []string{"cmdstat_evalsha", "cmdstat_eval"} {
+		var calls int
+		fmt.Sscanf(info[cmd], "calls=%d", &calls)
+		n += calls
+	}
+	return n
+}
