@@ -1,0 +1,115 @@
+package fairlock
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fairlock/fairlock/internal/redistest"
+)
+
+// The script paths on a real redis-server, one client. Run with
+//
+//	go test -run '^$' -bench . ./fairlock/
+func benchLocker(b *testing.B, srv *redistest.Server, opts ...Option) *Locker {
+	l, err := New(srv.Client(b), opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { l.Close() })
+	return l
+}
+
+// BenchmarkAcquireRelease is an uncontended acquire and release: two round
+// trips. The observer variant shows what WithObserver costs.
+func BenchmarkAcquireRelease(b *testing.B) {
+	srv := redistest.Start(b)
+	for _, bc := range []struct {
+		name string
+		opts []Option
+	}{
+		{"observer=off", nil},
+		{"observer=on", []Option{WithObserver(func(Event) {})}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			l := benchLocker(b, srv, bc.opts...)
+			ctx := context.Background()
+			for b.Loop() {
+				s, err := l.Acquire(ctx, "bench")
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := s.Release(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkHandoff passes the lock back and forth between two Lockers: each
+// operation is a release that grants the waiting one, and its wake-up.
+func BenchmarkHandoff(b *testing.B) {
+	srv := redistest.Start(b)
+	ctx := context.Background()
+	lockers := []*Locker{benchLocker(b, srv), benchLocker(b, srv)}
+	held, err := lockers[0].Acquire(ctx, "handoff")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var next sync.WaitGroup
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		other := lockers[(i+1)%2]
+		got := make(chan *Lease, 1)
+		queued := make(chan struct{})
+		next.Add(1)
+		go func() {
+			defer next.Done()
+			s, err := other.Acquire(ctx, "handoff", OnQueued(func(int) { close(queued) }))
+			if err != nil {
+				b.Error(err)
+			}
+			got <- s
+		}()
+		<-queued
+		if err := held.Release(ctx); err != nil {
+			b.Fatal(err)
+		}
+		held = <-got
+		next.Wait()
+	}
+	b.StopTimer()
+	held.Release(ctx)
+}
+
+// BenchmarkHeartbeat1000 is one heartbeat of a Locker with 1,000 waiters on
+// one lock: one script call, whatever the count.
+func BenchmarkHeartbeat1000(b *testing.B) {
+	srv := redistest.Start(b)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	holder := benchLocker(b, srv, WithLeaseTTL(time.Hour), WithAutoRenew(false))
+	if _, err := holder.Acquire(ctx, "beat"); err != nil {
+		b.Fatal(err)
+	}
+	l := benchLocker(b, srv, WithWaiterTTL(time.Hour), WithLeaseTTL(time.Hour))
+	var wg sync.WaitGroup
+	queued := make(chan struct{}, 1000)
+	for range 1000 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.Acquire(ctx, "beat", OnQueued(func(int) { queued <- struct{}{} })) //nolint:errcheck // ends by cancel
+		}()
+	}
+	for range 1000 {
+		<-queued
+	}
+	for b.Loop() {
+		l.beat()
+	}
+	cancel()
+	wg.Wait()
+}
