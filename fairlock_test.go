@@ -1,0 +1,1066 @@
+package fairlock_test
+
+// The end-to-end fault suite: real redis-server processes, holders and
+// waiters in separate OS processes (see harness_test.go), real faults, and a
+// history checker (checker_test.go). Every scenario logs
+//
+//	SCENARIO <name>: bound=<claim> measured=<figure>
+//
+// so its figure can be read from `go test -v` output.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fairlock/fairlock/fairlock"
+	"github.com/fairlock/fairlock/internal/redistest"
+)
+
+// slack is the scheduling allowance added to every timing bound: the suite
+// runs with -race on a shared 2-core machine, where a process can be kept
+// off the CPU for tens of milliseconds.
+const slack = 150 * time.Millisecond
+
+const prefix = fairlock.DefaultKeyPrefix
+
+func report(t *testing.T, scenario, bound, measured string) {
+	t.Helper()
+	t.Logf("SCENARIO %s: bound=%s measured=%s", scenario, bound, measured)
+}
+
+func ms(d time.Duration) string { return d.Round(100 * time.Microsecond).String() }
+
+type env struct {
+	t      *testing.T
+	srv    *redistest.Server
+	rdb    *redis.Client
+	c      *Cluster
+	lock   *fairlock.Locker // the parent's own Locker
+	hb     time.Duration
+	nextPW int
+}
+
+func newEnv(t *testing.T, lease, waiter time.Duration) *env {
+	t.Helper()
+	srv := redistest.Start(t)
+	e := &env{t: t, srv: srv, rdb: srv.Client(t)}
+	e.c = newCluster(t, srv.Addr, lease, waiter)
+	e.lock = e.locker(e.rdb)
+	e.hb = e.lock.Heartbeat()
+	return e
+}
+
+func (e *env) locker(c redis.UniversalClient) *fairlock.Locker {
+	e.t.Helper()
+	l, err := fairlock.New(c, fairlock.WithLeaseTTL(e.c.Lease), fairlock.WithWaiterTTL(e.c.Wait))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// hold acquires name in the parent and records it in the history.
+func (e *env) hold(name string) (*fairlock.Lease, string) {
+	e.t.Helper()
+	e.nextPW++
+	w := "parent.h" + strconv.Itoa(e.nextPW)
+	e.c.H.Add(Ev{Proc: "parent", W: w, Kind: "call"})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	l, err := e.lock.Acquire(ctx, name)
+	if err != nil {
+		e.t.Fatalf("parent acquire %q: %v", name, err)
+	}
+	e.c.H.Add(Ev{Proc: "parent", W: w, Kind: "granted", Fence: l.Fence(), Tok: l.Token()})
+	return l, w
+}
+
+func (e *env) release(l *fairlock.Lease, w string) (int64, error) {
+	t := monoNow()
+	err := l.Release(context.Background())
+	e.c.H.Add(Ev{T: t, Proc: "parent", W: w, Kind: "rel", Err: errClass(err), Fence: l.Fence()})
+	return t, err
+}
+
+func (e *env) inspect(name string) fairlock.State {
+	e.t.Helper()
+	st, err := e.lock.Inspect(context.Background(), name)
+	if err != nil {
+		e.t.Fatalf("inspect %q: %v", name, err)
+	}
+	return st
+}
+
+// waitWaiters polls Inspect until name has n live waiters.
+func (e *env) waitWaiters(name string, n int, d time.Duration) {
+	e.t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		st := e.inspect(name)
+		if st.Waiters == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("lock %q: want %d waiters, Inspect says %d after %v", name, n, st.Waiters, d)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// waitFree polls until name is neither held nor waited for; it returns how
+// long that took, or fails after d.
+func (e *env) waitFree(name string, d time.Duration) time.Duration {
+	e.t.Helper()
+	start := time.Now()
+	for {
+		st := e.inspect(name)
+		if !st.Held && st.Waiters == 0 {
+			return time.Since(start)
+		}
+		if time.Since(start) > d {
+			e.t.Fatalf("lock %q not free after %v: %+v", name, d, st)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// checkKeys fails if any key of the library has no TTL, or if name's queue
+// still holds entries.
+func (e *env) checkKeys(name string) {
+	e.t.Helper()
+	checkKeys(e.t, e.rdb, name)
+}
+
+func checkKeys(t testing.TB, rdb *redis.Client, name string) {
+	t.Helper()
+	ctx := context.Background()
+	iter := rdb.Scan(ctx, 0, prefix+":*", 100).Iterator()
+	for iter.Next(ctx) {
+		k := iter.Val()
+		ttl, err := rdb.PTTL(ctx, k).Result()
+		if err != nil {
+			t.Fatalf("PTTL %s: %v", k, err)
+		}
+		if ttl == -1 {
+			t.Errorf("key %s has no TTL", k)
+		}
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if name != "" {
+		q := prefix + ":{" + name + "}:queue"
+		if n, _ := rdb.LLen(ctx, q).Result(); n != 0 {
+			ent, _ := rdb.LRange(ctx, q, 0, -1).Result()
+			t.Errorf("orphan queue entries in %s: %v", q, ent)
+		}
+	}
+}
+
+func (e *env) check(o CheckOpts) *CheckResult {
+	e.t.Helper()
+	r := Check(e.c.H.Events(), o)
+	e.t.Logf("checker: %s", r.Summary())
+	if err := r.Err(); err != nil {
+		e.t.Errorf("history check failed: %v", err)
+		e.dumpHistory()
+	}
+	return r
+}
+
+func (e *env) dumpHistory() {
+	evs := e.c.H.Events()
+	if len(evs) > 300 {
+		evs = evs[len(evs)-300:]
+	}
+	var b strings.Builder
+	for _, ev := range evs {
+		fmt.Fprintf(&b, "  %s %s\n", rel(e.c.H.Events(), ev.T), ev)
+	}
+	e.t.Logf("history (last %d events):\n%s", len(evs), b.String())
+}
+
+// ---------------------------------------------------------------------------
+// 1. FIFO across processes.
+
+func TestFault01_FIFOAcrossProcesses(t *testing.T) {
+	const procs, perProc = 8, 7 // 56 waiters
+	const hold = 3 * time.Millisecond
+	e := newEnv(t, time.Second, time.Second)
+	ps := make([]*Proc, procs)
+	for i := range ps {
+		ps[i] = e.c.Spawn()
+	}
+	name := "fifo"
+	lease, pw := e.hold(name)
+	var order []int
+	for i := 0; i < procs; i++ {
+		for j := 0; j < perProc; j++ {
+			order = append(order, i)
+		}
+	}
+	rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
+	var want []string
+	for i, pi := range order {
+		w := ps[pi].Acquire(name, hold)
+		e.c.H.MustWait(t, 5*time.Second, w+" queued", isKind(w, "queued"))
+		e.waitWaiters(name, i+1, 5*time.Second) // arrival order made certain by Inspect
+		want = append(want, w)
+	}
+	t0, _ := e.release(lease, pw)
+	var last int64
+	for _, w := range want {
+		ev := e.c.H.MustWait(t, 30*time.Second, w+" released", isKind(w, "rel"))
+		last = max(last, ev.T)
+	}
+	drain := dur(last - t0)
+	var got []string
+	for _, w := range BuildWaiters(e.c.H.Events()) {
+		if w.Granted != 0 && w.Proc != "parent" {
+			got = append(got, w.W)
+		}
+	}
+	// BuildWaiters keeps first-seen order; sort by grant time.
+	ws := BuildWaiters(e.c.H.Events())
+	gt := map[string]int64{}
+	for _, w := range ws {
+		gt[w.W] = w.Granted
+	}
+	sortByGrant(got, gt)
+	inOrder := 0
+	for i := range want {
+		if i < len(got) && got[i] == want[i] {
+			inOrder++
+		}
+	}
+	if inOrder != len(want) {
+		t.Errorf("grant order differs from enqueue order:\n want %v\n got  %v", want, got)
+	}
+	r := e.check(CheckOpts{HandoffBound: e.hb})
+	_, p99, mx := r.HandoffStats()
+	bound := time.Duration(len(want)) * (hold + e.hb)
+	report(t, "1 FIFO 8 procs x 7 waiters", fmt.Sprintf("order=enqueue order, drain<=%d×(hold %v+heartbeat %v)=%v", len(want), hold, e.hb, ms(bound)),
+		fmt.Sprintf("in-order=%d/%d drain=%v handoff p99=%v max=%v", inOrder, len(want), ms(drain), ms(p99), ms(mx)))
+	if drain > bound+slack {
+		t.Errorf("drain took %v > bound %v", drain, bound)
+	}
+	e.waitFree(name, e.hb+slack)
+	e.checkKeys(name)
+}
+
+func sortByGrant(ws []string, gt map[string]int64) {
+	for i := 1; i < len(ws); i++ {
+		for j := i; j > 0 && gt[ws[j]] < gt[ws[j-1]]; j-- {
+			ws[j], ws[j-1] = ws[j-1], ws[j]
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
+// 2. Contention: 8 processes × 8 goroutines, unguarded read-modify-write.
+
+func TestFault02_Contention(t *testing.T) {
+	const procs, gor = 8, 8
+	d := 10 * time.Second
+	if testing.Short() {
+		d = 3 * time.Second
+	}
+	e := newEnv(t, time.Second, time.Second)
+	ps := make([]*Proc, procs)
+	for i := range ps {
+		ps[i] = e.c.Spawn()
+	}
+	name, counter := "contended", "rmw-counter"
+	start := time.Now()
+	for _, p := range ps {
+		p.Send("contend %s %d %d %s %d", name, gor, d.Milliseconds(), counter, 50)
+	}
+	total := int64(0)
+	for _, p := range ps {
+		ev := e.c.H.MustWait(t, d+60*time.Second, p.ID+" contend-done", func(ev Ev) bool { return ev.Proc == p.ID && ev.Kind == "contend-done" })
+		total += ev.N
+	}
+	elapsed := time.Since(start)
+	got, err := e.rdb.Get(context.Background(), counter).Int64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got != total {
+		t.Errorf("unguarded read-modify-write counter = %d, want %d completed critical sections: mutual exclusion broken", got, total)
+	}
+	r := e.check(CheckOpts{HandoffBound: e.hb})
+	if r.Lost != 0 {
+		t.Errorf("%d leases lost under plain contention", r.Lost)
+	}
+	acqErrs := e.c.H.Count(func(ev Ev) bool { return ev.Kind == "acqerr" || ev.Kind == "rmwerr" })
+	if acqErrs != 0 {
+		t.Errorf("%d Acquire/redis errors under plain contention", acqErrs)
+	}
+	p50, p99, mx := r.HandoffStats()
+	report(t, "2 contention 8x8", fmt.Sprintf("counter=critical sections, 0 overlaps, fences increase, FIFO, wait<=pos×(maxHold+heartbeat %v)", e.hb),
+		fmt.Sprintf("sections=%d counter=%d rate=%.0f/s violations=%d handoff p50=%v p99=%v max=%v starvation-ratio=%.3f",
+			total, got, float64(total)/elapsed.Seconds(), len(r.Violations), ms(p50), ms(p99), ms(mx), r.MaxStarveRat))
+	e.waitFree(name, e.hb+slack)
+	e.checkKeys(name)
+}
+
+// ---------------------------------------------------------------------------
+// 3. SIGKILL of the holder.
+
+func TestFault03_KillHolder(t *testing.T) {
+	const lease, waiterTTL = 500 * time.Millisecond, 500 * time.Millisecond
+	e := newEnv(t, lease, waiterTTL)
+	bound := lease + e.hb
+	var worst time.Duration
+	var figs []string
+	for trial := 0; trial < 3; trial++ {
+		name := "killholder" + strconv.Itoa(trial)
+		h, w := e.c.Spawn(), e.c.Spawn()
+		hw := h.Acquire(name, -1)
+		e.c.H.MustWait(t, 5*time.Second, "holder granted", isKind(hw, "granted"))
+		ww := w.Acquire(name, -1)
+		e.c.H.MustWait(t, 5*time.Second, "waiter queued", isKind(ww, "queued"))
+		// kill at a random phase of the renewal period
+		time.Sleep(time.Duration(rand.Int64N(int64(e.hb))))
+		t0 := h.Signal(syscall.SIGKILL)
+		g := e.c.H.MustWait(t, bound+5*time.Second, "waiter granted", isKind(ww, "granted"))
+		d := dur(g.T - t0)
+		worst = max(worst, d)
+		figs = append(figs, ms(d))
+		if d > bound+slack {
+			t.Errorf("trial %d: next waiter granted %v after the holder's SIGKILL; bound lease TTL + heartbeat = %v", trial, d, bound)
+		}
+		w.Send("rel %s", ww)
+		if ev := e.c.H.MustWait(t, 5*time.Second, "waiter released", isKind(ww, "rel")); ev.Err != "ok" {
+			t.Errorf("trial %d: waiter's Release: %s", trial, ev.Err)
+		}
+		e.waitFree(name, e.hb+slack)
+		e.checkKeys(name)
+	}
+	e.check(CheckOpts{})
+	report(t, "3 SIGKILL holder", fmt.Sprintf("next grant <= lease %v + heartbeat %v = %v", lease, e.hb, ms(bound)),
+		fmt.Sprintf("worst=%v trials=%v", ms(worst), figs))
+}
+
+// ---------------------------------------------------------------------------
+// 4. SIGKILL of waiters: at the head, in the middle, just as granted.
+
+func TestFault04_KillWaiters(t *testing.T) {
+	const lease, waiterTTL = 500 * time.Millisecond, 500 * time.Millisecond
+	e := newEnv(t, lease, waiterTTL)
+	ttl := max(lease, waiterTTL)
+	bound := ttl + e.hb
+	const hold = 5 * time.Millisecond
+
+	// setup queues n waiters, one process each, behind a lock the parent holds.
+	setup := func(name string, n int) ([]*Proc, []string, *fairlock.Lease, string) {
+		lease, pw := e.hold(name)
+		ps := make([]*Proc, n)
+		ws := make([]string, n)
+		for i := range ps {
+			ps[i] = e.c.Spawn()
+			ws[i] = ps[i].Acquire(name, hold)
+			e.c.H.MustWait(t, 5*time.Second, ws[i]+" queued", isKind(ws[i], "queued"))
+			e.waitWaiters(name, i+1, 5*time.Second)
+		}
+		return ps, ws, lease, pw
+	}
+	// drained waits until every surviving waiter released and returns the time
+	// from t0 to the last release, minus the holds.
+	drained := func(ws []string, dead map[int]bool, t0 int64) time.Duration {
+		var last int64
+		n := 0
+		for i, w := range ws {
+			if dead[i] {
+				continue
+			}
+			ev := e.c.H.MustWait(t, bound+10*time.Second, w+" released", isKind(w, "rel"))
+			last = max(last, ev.T)
+			n++
+		}
+		return dur(last-t0) - time.Duration(n)*hold
+	}
+
+	t.Run("head", func(t *testing.T) {
+		name := "killhead"
+		ps, ws, lease, pw := setup(name, 4)
+		t0 := ps[0].Signal(syscall.SIGKILL)
+		e.release(lease, pw)
+		d := drained(ws, map[int]bool{0: true}, t0)
+		report(t, "4a SIGKILL waiter at head", fmt.Sprintf("queue drains <= waiter TTL %v + heartbeat %v (+ holds) = %v", waiterTTL, e.hb, ms(bound)), "drain="+ms(d))
+		if d > bound+slack {
+			t.Errorf("queue drained %v after the head waiter died; bound %v", d, bound)
+		}
+		e.waitFree(name, e.hb+slack)
+		e.checkKeys(name)
+	})
+	t.Run("middle", func(t *testing.T) {
+		name := "killmiddle"
+		ps, ws, lease, pw := setup(name, 5)
+		t0 := ps[2].Signal(syscall.SIGKILL)
+		e.release(lease, pw)
+		d := drained(ws, map[int]bool{2: true}, t0)
+		report(t, "4b SIGKILL waiter in the middle", fmt.Sprintf("queue drains <= waiter TTL %v + heartbeat %v (+ holds) = %v", waiterTTL, e.hb, ms(bound)), "drain="+ms(d))
+		if d > bound+slack {
+			t.Errorf("queue drained %v after a middle waiter died; bound %v", d, bound)
+		}
+		e.waitFree(name, e.hb+slack)
+		e.checkKeys(name)
+	})
+	t.Run("as-granted", func(t *testing.T) {
+		// The parent's Release grants the head in Redis; the head is killed
+		// right after, before or while its process learns of the grant.
+		name := "killgranted"
+		ps, ws, lease, pw := setup(name, 4)
+		e.release(lease, pw)
+		t0 := ps[0].Signal(syscall.SIGKILL)
+		d := drained(ws, map[int]bool{0: true}, t0)
+		report(t, "4c SIGKILL waiter just as granted (parent kills)", fmt.Sprintf("queue drains <= max(lease,waiter TTL) %v + heartbeat %v = %v", ttl, e.hb, ms(bound)), "drain="+ms(d))
+		if d > bound+slack {
+			t.Errorf("queue drained %v after the just-granted waiter died; bound %v", d, bound)
+		}
+		e.waitFree(name, e.hb+slack)
+		e.checkKeys(name)
+	})
+	t.Run("dies-on-grant", func(t *testing.T) {
+		// The head kills itself the instant Acquire returns.
+		name := "diegrant"
+		lease, pw := e.hold(name)
+		dying := e.c.Spawn()
+		dw := dying.Acquire(name, -1, "die")
+		e.c.H.MustWait(t, 5*time.Second, "dying queued", isKind(dw, "queued"))
+		e.waitWaiters(name, 1, 5*time.Second)
+		p := e.c.Spawn()
+		w := p.Acquire(name, hold)
+		e.c.H.MustWait(t, 5*time.Second, "next queued", isKind(w, "queued"))
+		e.waitWaiters(name, 2, 5*time.Second)
+		e.release(lease, pw)
+		ex := e.c.H.MustWait(t, 5*time.Second, "dying exits", func(ev Ev) bool { return ev.Proc == dying.ID && ev.Kind == "exit" })
+		e.c.H.Add(Ev{T: ex.T, Proc: dying.ID, Kind: "kill"})
+		ev := e.c.H.MustWait(t, bound+10*time.Second, "next granted", isKind(w, "granted"))
+		d := dur(ev.T - ex.T)
+		report(t, "4d waiter SIGKILLs itself as Acquire returns", fmt.Sprintf("next grant <= max(lease,waiter TTL) %v + heartbeat %v = %v", ttl, e.hb, ms(bound)), "next-grant="+ms(d))
+		if d > bound+slack {
+			t.Errorf("next waiter granted %v after the holder died on grant; bound %v", d, bound)
+		}
+		e.c.H.MustWait(t, 5*time.Second, "next released", isKind(w, "rel"))
+		e.waitFree(name, e.hb+slack)
+		e.checkKeys(name)
+	})
+	e.check(CheckOpts{})
+}
+
+// ---------------------------------------------------------------------------
+// 5. SIGSTOP of the holder past its lease, then SIGCONT.
+
+func TestFault05_PausedHolderFencing(t *testing.T) {
+	const lease, waiterTTL = 400 * time.Millisecond, 400 * time.Millisecond
+	e := newEnv(t, lease, waiterTTL)
+	name, res := "paused", "resource"
+	ctx := context.Background()
+	h, w := e.c.Spawn(), e.c.Spawn()
+	hw := h.Acquire(name, -1)
+	hg := e.c.H.MustWait(t, 5*time.Second, "holder granted", isKind(hw, "granted"))
+	h.Send("write %s %s", hw, res)
+	if ev := e.c.H.MustWait(t, 5*time.Second, "holder's first write", isKind(hw, "write")); ev.Err != "accepted" {
+		t.Fatalf("holder's fenced write while holding: %s", ev.Err)
+	}
+	ww := w.Acquire(name, -1)
+	e.c.H.MustWait(t, 5*time.Second, "waiter queued", isKind(ww, "queued"))
+	t0 := h.Signal(syscall.SIGSTOP)
+	wg := e.c.H.MustWait(t, lease+e.hb+5*time.Second, "waiter granted", isKind(ww, "granted"))
+	d := dur(wg.T - t0)
+	bound := lease + e.hb
+	if d > bound+slack {
+		t.Errorf("waiter granted %v after the holder paused; bound %v", d, bound)
+	}
+	if wg.Fence <= hg.Fence {
+		t.Errorf("new fence %d not above paused holder's %d", wg.Fence, hg.Fence)
+	}
+	w.Send("write %s %s", ww, res)
+	if ev := e.c.H.MustWait(t, 5*time.Second, "new holder's write", isKind(ww, "write")); ev.Err != "accepted" {
+		t.Errorf("new holder's fenced write: %s", ev.Err)
+	}
+	time.Sleep(lease) // well past the lease
+	before := e.inspect(name)
+	h.Signal(syscall.SIGCONT)
+	// The stale holder learns it lost the lease...
+	lost := e.c.H.MustWait(t, lease+e.hb+5*time.Second, "stale holder notices the loss", isKind(hw, "lost"))
+	// ...and its Release, Extend and fenced write all fail and change nothing.
+	sent := monoNow()
+	h.Send("write %s %s", hw, res)
+	h.Send("ext %s %d", hw, 5000)
+	h.Send("rel %s", hw)
+	wr := e.c.H.MustWait(t, 5*time.Second, "stale write", isKindAfter(hw, "write", sent))
+	ex := e.c.H.MustWait(t, 5*time.Second, "stale extend", isKind(hw, "ext"))
+	rl := e.c.H.MustWait(t, 5*time.Second, "stale release", isKind(hw, "rel"))
+	if wr.Err != "rejected" {
+		t.Errorf("stale holder's fenced write: %s, want rejected", wr.Err)
+	}
+	if ex.Err != "notheld" {
+		t.Errorf("stale holder's Extend: %s, want ErrNotHeld", ex.Err)
+	}
+	if rl.Err != "notheld" {
+		t.Errorf("stale holder's Release: %s, want ErrNotHeld", rl.Err)
+	}
+	after := e.inspect(name)
+	if !after.Held || after.Holder != wg.Tok || after.Fence != before.Fence || after.Holder != before.Holder {
+		t.Errorf("stale holder changed the new holder's lock: before %+v after %+v (new holder %s)", before, after, wg.Tok)
+	}
+	if after.TTL > lease+50*time.Millisecond {
+		t.Errorf("stale Extend(5s) lengthened the new holder's lease: TTL %v", after.TTL)
+	}
+	log, _ := e.rdb.LRange(ctx, res+":log", 0, -1).Result()
+	if len(log) != 2 || log[0] != hw || log[1] != ww {
+		t.Errorf("fenced resource log = %v, want [%s %s]", log, hw, ww)
+	}
+	w.Send("rel %s", ww)
+	if ev := e.c.H.MustWait(t, 5*time.Second, "new holder release", isKind(ww, "rel")); ev.Err != "ok" {
+		t.Errorf("new holder's release: %s", ev.Err)
+	}
+	report(t, "5 SIGSTOP holder + fencing", fmt.Sprintf("next grant <= lease %v + heartbeat %v = %v; stale Release/Extend=ErrNotHeld; stale write rejected", lease, e.hb, ms(bound)),
+		fmt.Sprintf("next-grant=%v lost-notice-after-SIGCONT=%v release=%s extend=%s write=%s", ms(d), ms(dur(lost.T-e.lastKind(h.ID, "cont"))), rl.Err, ex.Err, wr.Err))
+	e.check(CheckOpts{})
+	e.waitFree(name, e.hb+slack)
+	e.checkKeys(name)
+}
+
+func (e *env) lastKind(proc, kind string) int64 {
+	var t int64
+	for _, ev := range e.c.H.Events() {
+		if ev.Proc == proc && ev.Kind == kind {
+			t = ev.T
+		}
+	}
+	return t
+}
+
+// ---------------------------------------------------------------------------
+// 6. CLIENT KILL TYPE pubsub during a drain, and a release landing between
+// enqueue and subscribe.
+
+func TestFault06_PubSubKills(t *testing.T) {
+	const lease, waiterTTL = time.Second, time.Second
+	const hold = 10 * time.Millisecond
+	e := newEnv(t, lease, waiterTTL)
+	ctx := context.Background()
+
+	t.Run("drain", func(t *testing.T) {
+		name := "pubsubdrain"
+		ps := make([]*Proc, 4)
+		for i := range ps {
+			ps[i] = e.c.Spawn()
+		}
+		l, pw := e.hold(name)
+		var ws []string
+		for i := 0; i < 20; i++ {
+			w := ps[i%len(ps)].Acquire(name, hold)
+			e.c.H.MustWait(t, 5*time.Second, w+" queued", isKind(w, "queued"))
+			e.waitWaiters(name, i+1, 5*time.Second)
+			ws = append(ws, w)
+		}
+		stop := make(chan struct{})
+		var kills, killed int64
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(15 * time.Millisecond):
+				}
+				n, err := e.rdb.ClientKillByFilter(ctx, "TYPE", "pubsub").Result()
+				if err == nil {
+					kills++
+					killed += n
+				}
+			}
+		}()
+		t0, _ := e.release(l, pw)
+		var last int64
+		for _, w := range ws {
+			ev := e.c.H.MustWait(t, 30*time.Second, w+" released", isKind(w, "rel"))
+			last = max(last, ev.T)
+		}
+		close(stop)
+		wg.Wait()
+		drain := dur(last - t0)
+		bound := time.Duration(len(ws)) * (hold + e.hb)
+		r := e.check(CheckOpts{HandoffBound: e.hb})
+		_, p99, mx := r.HandoffStats()
+		report(t, "6a CLIENT KILL TYPE pubsub every 15ms during a drain of 20", fmt.Sprintf("FIFO holds, drain <= 20×(hold %v + heartbeat %v) = %v", hold, e.hb, ms(bound)),
+			fmt.Sprintf("drain=%v handoff p99=%v max=%v kill-commands=%d connections-killed=%d violations=%d", ms(drain), ms(p99), ms(mx), kills, killed, len(r.Violations)))
+		if drain > bound+slack {
+			t.Errorf("drain took %v > %v", drain, bound)
+		}
+		e.waitFree(name, e.hb+slack)
+		e.checkKeys(name)
+	})
+
+	t.Run("release-between-enqueue-and-subscribe", func(t *testing.T) {
+		// A fresh Locker (no subscription yet) enqueues while the lock is
+		// being released and pub/sub connections are killed; the grant must
+		// arrive within one heartbeat of the release.
+		name := "subscriberace"
+		p := e.c.Spawn()
+		var worst time.Duration
+		const trials = 15
+		for i := 0; i < trials; i++ {
+			p.Send("reset")
+			l, pw := e.hold(name)
+			w := p.Acquire(name, 0)
+			// release as soon as the enqueue is visible, with a pub/sub kill
+			deadline := time.Now().Add(5 * time.Second)
+			for e.inspect(name).Waiters == 0 && time.Now().Before(deadline) {
+			}
+			if i%2 == 1 {
+				e.rdb.ClientKillByFilter(ctx, "TYPE", "pubsub")
+			}
+			t0, _ := e.release(l, pw)
+			g := e.c.H.MustWait(t, e.hb+5*time.Second, w+" granted", isKind(w, "granted"))
+			d := dur(g.T - t0)
+			worst = max(worst, d)
+			if d > e.hb+slack {
+				t.Errorf("trial %d: grant arrived %v after the release; bound one heartbeat %v", i, d, e.hb)
+			}
+			e.c.H.MustWait(t, 5*time.Second, w+" released", isKind(w, "rel"))
+		}
+		report(t, "6b release between enqueue and subscribe (fresh Locker, 15 trials)", fmt.Sprintf("grant <= heartbeat %v after release", e.hb), "worst="+ms(worst))
+		e.waitFree(name, e.hb+slack)
+		e.checkKeys(name)
+	})
+	e.check(CheckOpts{})
+}
+
+// ---------------------------------------------------------------------------
+// 7. Redis SIGKILL and restart without persistence.
+
+func TestFault07_RedisRestart(t *testing.T) {
+	const lease, waiterTTL = 500 * time.Millisecond, 500 * time.Millisecond
+	e := newEnv(t, lease, waiterTTL)
+	name := "restart"
+	h := e.c.Spawn()
+	ps := []*Proc{e.c.Spawn(), e.c.Spawn(), e.c.Spawn()}
+	hw := h.Acquire(name, -1)
+	hg := e.c.H.MustWait(t, 5*time.Second, "holder granted", isKind(hw, "granted"))
+	var ws []string
+	for i, p := range ps {
+		w := p.Acquire(name, 5*time.Millisecond)
+		e.c.H.MustWait(t, 5*time.Second, w+" queued", isKind(w, "queued"))
+		e.waitWaiters(name, i+1, 5*time.Second)
+		ws = append(ws, w)
+	}
+	maxFenceBefore := hg.Fence
+	t0 := monoNow()
+	e.c.H.Add(Ev{T: t0, Proc: "redis", Kind: "redis-kill"})
+	e.srv.Restart(t)
+	up := monoNow()
+	lost := e.c.H.MustWait(t, lease+10*time.Second, "holder sees ErrLost", isKind(hw, "lost"))
+	lostAfter := dur(lost.T - t0)
+	if lostAfter > lease+slack {
+		t.Errorf("holder saw ErrLost %v after Redis died; bound lease TTL %v", lostAfter, lease)
+	}
+	wbound := lease + waiterTTL + 2*e.hb
+	var worst time.Duration
+	outcomes := map[string]int{}
+	for _, w := range ws {
+		ev := e.c.H.MustWait(t, wbound+10*time.Second, w+" granted or error", func(ev Ev) bool {
+			return ev.W == w && (ev.Kind == "granted" || ev.Kind == "acqerr")
+		})
+		d := dur(ev.T - t0)
+		worst = max(worst, d)
+		outcomes[ev.Kind+":"+ev.Err]++
+		if ev.Kind == "granted" && ev.Fence <= maxFenceBefore {
+			t.Errorf("fence %d after the restart is not above %d before it", ev.Fence, maxFenceBefore)
+		}
+	}
+	if worst > wbound+slack {
+		t.Errorf("a waiter took %v after Redis died to be granted or fail; bound %v", worst, wbound)
+	}
+	// Stale holder: Release reports the loss.
+	h.Send("rel %s", hw)
+	if ev := e.c.H.MustWait(t, 5*time.Second, "stale release", isKind(hw, "rel")); ev.Err != "notheld" {
+		t.Errorf("Release after the restart: %s, want ErrNotHeld", ev.Err)
+	}
+	// A fresh acquire works, with a larger fence.
+	l, pw := e.hold(name)
+	if l.Fence() <= maxFenceBefore {
+		t.Errorf("fence after restart %d <= before %d", l.Fence(), maxFenceBefore)
+	}
+	e.release(l, pw)
+	report(t, "7 Redis SIGKILL + restart", fmt.Sprintf("holder ErrLost <= lease %v; waiters granted or error <= lease+waiter TTL+2×heartbeat = %v; fences grow", lease, ms(wbound)),
+		fmt.Sprintf("restart-took=%v holder-lost=%v waiters-worst=%v outcomes=%v fence-before=%d fence-after=%d",
+			ms(dur(up-t0)), ms(lostAfter), ms(worst), outcomes, maxFenceBefore, l.Fence()))
+	e.check(CheckOpts{NoFIFO: true})
+	e.waitFree(name, e.hb+slack)
+	e.checkKeys(name)
+}
+
+// ---------------------------------------------------------------------------
+// 8. SCRIPT FLUSH during a drain.
+
+func TestFault08_ScriptFlush(t *testing.T) {
+	const hold = 10 * time.Millisecond
+	e := newEnv(t, time.Second, time.Second)
+	ctx := context.Background()
+	name := "flush"
+	ps := make([]*Proc, 4)
+	for i := range ps {
+		ps[i] = e.c.Spawn()
+	}
+	l, pw := e.hold(name)
+	var ws []string
+	for i := 0; i < 20; i++ {
+		w := ps[i%len(ps)].Acquire(name, hold)
+		e.c.H.MustWait(t, 5*time.Second, w+" queued", isKind(w, "queued"))
+		e.waitWaiters(name, i+1, 5*time.Second)
+		ws = append(ws, w)
+	}
+	stop := make(chan struct{})
+	var flushes int
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(7 * time.Millisecond):
+			}
+			if e.rdb.ScriptFlush(ctx).Err() == nil {
+				flushes++
+			}
+		}
+	}()
+	t0, _ := e.release(l, pw)
+	var last int64
+	for _, w := range ws {
+		ev := e.c.H.MustWait(t, 30*time.Second, w+" released", isKind(w, "rel"))
+		last = max(last, ev.T)
+		if ev.Err != "ok" {
+			t.Errorf("%s: Release during SCRIPT FLUSH: %s", w, ev.Err)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	errs := e.c.H.Count(func(ev Ev) bool { return ev.Kind == "acqerr" || ev.Kind == "lost" })
+	if errs != 0 {
+		t.Errorf("%d Acquire errors or lost leases during SCRIPT FLUSH", errs)
+	}
+	drain := dur(last - t0)
+	bound := time.Duration(len(ws)) * (hold + e.hb)
+	r := e.check(CheckOpts{HandoffBound: e.hb})
+	_, p99, mx := r.HandoffStats()
+	report(t, "8 SCRIPT FLUSH every 7ms during a drain of 20", fmt.Sprintf("no error, FIFO, drain <= 20×(hold+heartbeat) = %v", ms(bound)),
+		fmt.Sprintf("errors=%d drain=%v handoff p99=%v max=%v flushes=%d", errs, ms(drain), ms(p99), ms(mx), flushes))
+	e.waitFree(name, e.hb+slack)
+	e.checkKeys(name)
+}
+
+// ---------------------------------------------------------------------------
+// 9. Cancellation at random moments.
+
+func TestFault09_CancellationTrials(t *testing.T) {
+	const lease, waiterTTL = 300 * time.Millisecond, 300 * time.Millisecond
+	trials := 1000
+	if testing.Short() {
+		trials = 200
+	}
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	const workers = 4
+	newL := func() *fairlock.Locker {
+		l, err := fairlock.New(rdb, fairlock.WithLeaseTTL(lease), fairlock.WithWaiterTTL(waiterTTL))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { l.Close() })
+		return l
+	}
+	inspector := newL()
+	hb := inspector.Heartbeat()
+	seed := rand.Uint64()
+	t.Logf("seed=%d", seed)
+	var mu sync.Mutex
+	modes := map[string]int{}
+	outcomes := map[string]int{}
+	var worstFree time.Duration
+	slowFree := map[string]int{} // trials where the lock was not free at the first look
+	var failures []string
+	fail := func(format string, args ...any) {
+		mu.Lock()
+		if len(failures) < 20 {
+			failures = append(failures, fmt.Sprintf(format, args...))
+		}
+		mu.Unlock()
+	}
+	start := time.Now()
+	var wg sync.WaitGroup
+	for wk := 0; wk < workers; wk++ {
+		wg.Add(1)
+		go func(wk int) {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(wk)))
+			holder, waiter := newL(), newL()
+			name := "cancel" + strconv.Itoa(wk)
+			ctx := context.Background()
+			for i := wk; i < trials; i += workers {
+				mode := cancelModes[rng.IntN(len(cancelModes))]
+				hl, err := holder.Acquire(ctx, name)
+				if err != nil {
+					fail("trial %d: holder acquire: %v", i, err)
+					return
+				}
+				wctx, cancel := context.WithCancel(ctx)
+				type res struct {
+					l   *fairlock.Lease
+					err error
+				}
+				done := make(chan res, 1)
+				queued := make(chan struct{}, 4)
+				if mode == "before-enqueue" {
+					cancel()
+				}
+				go func() {
+					l, err := waiter.Acquire(wctx, name, fairlock.OnQueued(func(int) { queued <- struct{}{} }))
+					done <- res{l, err}
+				}()
+				waitQueued := func() {
+					select {
+					case <-queued:
+					case <-done:
+						fail("trial %d (%s): Acquire returned before queueing behind a held lock", i, mode)
+					case <-time.After(5 * time.Second):
+						fail("trial %d (%s): not queued after 5s", i, mode)
+					}
+				}
+				switch mode {
+				case "before-enqueue":
+					hl.Release(ctx)
+				case "mid-enqueue": // cancel while the enqueue request is in flight
+					time.Sleep(time.Duration(rng.IntN(400)) * time.Microsecond)
+					cancel()
+					hl.Release(ctx)
+				case "during-wait":
+					waitQueued()
+					time.Sleep(time.Duration(rng.IntN(2000)) * time.Microsecond)
+					cancel()
+					hl.Release(ctx)
+				case "racing-grant": // the release grants while the waiter cancels
+					waitQueued()
+					var rw sync.WaitGroup
+					rw.Add(1)
+					go func() { defer rw.Done(); hl.Release(ctx) }()
+					spin(time.Duration(rng.IntN(400)) * time.Microsecond)
+					cancel()
+					rw.Wait()
+				case "after-grant":
+					waitQueued()
+					hl.Release(ctx)
+				}
+				var r res
+				select {
+				case r = <-done:
+				case <-time.After(5 * time.Second):
+					fail("trial %d (%s): Acquire hung for 5s", i, mode)
+					cancel()
+					r = <-done
+				}
+				if mode == "after-grant" {
+					cancel()
+				}
+				out := "granted"
+				if r.err != nil {
+					out = errClass(r.err)
+					if !errors.Is(r.err, context.Canceled) {
+						fail("trial %d (%s): Acquire error %v does not match context.Canceled", i, mode, r.err)
+					}
+					if r.l != nil {
+						fail("trial %d (%s): Acquire returned both a lease and an error", i, mode)
+					}
+				} else if r.l == nil {
+					fail("trial %d (%s): nil lease and nil error", i, mode)
+				} else {
+					if r.l.Err() != nil {
+						fail("trial %d (%s): fresh lease already ended: %v", i, mode, r.l.Err())
+					}
+					if err := r.l.Release(ctx); err != nil {
+						fail("trial %d (%s): release of granted lease: %v", i, mode, err)
+					}
+				}
+				if mode == "before-enqueue" && r.err == nil {
+					fail("trial %d: Acquire with an already-cancelled ctx returned a lease", i)
+				}
+				cancel()
+				// The lock must be free (no orphan, no lock held by nobody)
+				// within one heartbeat.
+				t0 := time.Now()
+				polls := 0
+				for {
+					polls++
+					st, err := inspector.Inspect(ctx, name)
+					qlen, _ := rdb.LLen(ctx, prefix+":{"+name+"}:queue").Result()
+					if err == nil && !st.Held && st.Waiters == 0 && qlen == 0 {
+						break
+					}
+					if time.Since(t0) > hb+slack {
+						fail("trial %d (%s, %s): lock not free %v after the trial: %+v queue-len=%d", i, mode, out, time.Since(t0), st, qlen)
+						break
+					}
+					time.Sleep(time.Millisecond)
+				}
+				free := time.Since(t0)
+				if polls > 1 {
+					mu.Lock()
+					slowFree[mode]++
+					mu.Unlock()
+				}
+				iter := rdb.Scan(ctx, 0, prefix+":{"+name+"}:*", 10).Iterator()
+				for iter.Next(ctx) {
+					if ttl, _ := rdb.PTTL(ctx, iter.Val()).Result(); ttl == -1 {
+						fail("trial %d (%s): key %s has no TTL", i, mode, iter.Val())
+					}
+				}
+				mu.Lock()
+				modes[mode]++
+				outcomes[mode+"/"+out]++
+				worstFree = max(worstFree, free)
+				mu.Unlock()
+			}
+		}(wk)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	for _, f := range failures {
+		t.Error(f)
+	}
+	report(t, "9 cancellation at random moments", fmt.Sprintf("%d trials: no orphan, no lock held by nobody, free within heartbeat %v, every key has a TTL, err matches ctx.Err()", trials, hb),
+		fmt.Sprintf("failures=%d worst-time-to-free=%v not-free-at-first-look=%v elapsed=%v outcomes=%v", len(failures), ms(worstFree), slowFree, ms(elapsed), outcomes))
+}
+
+var cancelModes = []string{"before-enqueue", "mid-enqueue", "during-wait", "racing-grant", "after-grant"}
+
+// spin waits d without giving the goroutine up to the timer wheel, for
+// sub-millisecond offsets.
+func spin(d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); {
+	}
+}
+
+// ---------------------------------------------------------------------------
+// 10. The slow network: a TCP proxy that adds latency and cuts connections.
+
+func TestFault10_SlowNetwork(t *testing.T) {
+	const lease, waiterTTL = 500 * time.Millisecond, 500 * time.Millisecond
+	e := newEnv(t, lease, waiterTTL)
+
+	t.Run("cut-holder-mid-lease", func(t *testing.T) {
+		// The holder's connections go through the proxy. Cutting them once
+		// (reconnect succeeds) must not lose the lease; cutting them and
+		// refusing reconnects past the lease must end in ErrLost for the
+		// holder, and a grant for the waiter, without overlap.
+		name := "cut"
+		px := startProxy(t, e.srv.Addr)
+		h := e.c.Spawn(viaAddr(px.Addr), readTimeout(200*time.Millisecond))
+		w := e.c.Spawn()
+		hw := h.Acquire(name, -1)
+		e.c.H.MustWait(t, 5*time.Second, "holder granted", isKind(hw, "granted"))
+		ww := w.Acquire(name, -1)
+		e.c.H.MustWait(t, 5*time.Second, "waiter queued", isKind(ww, "queued"))
+		n := px.Cut()
+		time.Sleep(2 * lease)
+		if ev, lost := e.c.H.Wait(0, isKind(hw, "lost")); lost {
+			t.Errorf("one cut of %d connections with instant reconnect lost the lease: %s", n, ev)
+		}
+		if _, granted := e.c.H.Wait(0, isKind(ww, "granted")); granted {
+			t.Errorf("waiter granted after a single cut of the holder's connection")
+		}
+		// Now a partition: cut and refuse reconnects.
+		px.Refuse(true)
+		t0 := monoNow()
+		px.Cut()
+		e.c.H.Add(Ev{T: t0, Proc: h.ID, Kind: "partition"})
+		lost := e.c.H.MustWait(t, lease+5*time.Second, "holder sees ErrLost", isKind(hw, "lost"))
+		g := e.c.H.MustWait(t, lease+e.hb+5*time.Second, "waiter granted", isKind(ww, "granted"))
+		lostAfter, grantAfter := dur(lost.T-t0), dur(g.T-t0)
+		if lostAfter > lease+slack {
+			t.Errorf("partitioned holder saw ErrLost %v after the cut; bound lease TTL %v", lostAfter, lease)
+		}
+		if grantAfter > lease+e.hb+slack {
+			t.Errorf("waiter granted %v after the holder was cut off; bound lease+heartbeat %v", grantAfter, lease+e.hb)
+		}
+		if lost.T > g.T {
+			t.Errorf("partitioned holder still believed it held the lease %v after the waiter was granted", dur(lost.T-g.T))
+		}
+		px.Refuse(false)
+		h.Send("rel %s", hw)
+		if ev := e.c.H.MustWait(t, 5*time.Second, "stale release", isKind(hw, "rel")); ev.Err != "notheld" {
+			t.Errorf("stale holder's Release after the partition: %s, want ErrNotHeld", ev.Err)
+		}
+		w.Send("rel %s", ww)
+		if ev := e.c.H.MustWait(t, 5*time.Second, "waiter release", isKind(ww, "rel")); ev.Err != "ok" {
+			t.Errorf("waiter's Release: %s", ev.Err)
+		}
+		report(t, "10a holder partitioned by the proxy", fmt.Sprintf("single cut keeps the lease; partition: holder ErrLost <= lease %v, before the next grant; next grant <= lease+heartbeat %v", lease, ms(lease+e.hb)),
+			fmt.Sprintf("holder-lost=%v next-grant=%v lost-before-grant-by=%v", ms(lostAfter), ms(grantAfter), ms(dur(g.T-lost.T))))
+		e.waitFree(name, e.hb+slack)
+		e.checkKeys(name)
+	})
+
+	t.Run("enqueue-reply-lost", func(t *testing.T) {
+		// The waiter's replies are delayed past its client timeout, so the
+		// reply to its enqueue is lost although Redis ran it. Its entry must
+		// not stall the waiters behind it beyond waiter TTL + heartbeat, and
+		// nothing may be left behind.
+		name := "lostreply"
+		px := startProxy(t, e.srv.Addr)
+		slow := e.c.Spawn(viaAddr(px.Addr), readTimeout(100*time.Millisecond))
+		fast := e.c.Spawn()
+		// warm up: the slow process subscribes while the network is fast
+		warm := slow.Acquire("warmup", 0)
+		e.c.H.MustWait(t, 5*time.Second, "warm-up released", isKind(warm, "rel"))
+		l, pw := e.hold(name)
+		px.SetLatency(0, 400*time.Millisecond)
+		t0 := monoNow()
+		sw := slow.Acquire(name, 5*time.Millisecond)
+		// its enqueue reaches Redis at once; the reply is late
+		e.waitWaiters(name, 1, 5*time.Second)
+		fw := fast.Acquire(name, 5*time.Millisecond)
+		e.c.H.MustWait(t, 5*time.Second, "fast waiter queued", isKind(fw, "queued"))
+		time.Sleep(200 * time.Millisecond)
+		px.SetLatency(0, 0)
+		e.release(l, pw)
+		bound := waiterTTL + e.hb
+		fg := e.c.H.MustWait(t, bound+10*time.Second, "fast waiter granted", isKind(fw, "granted"))
+		sev := e.c.H.MustWait(t, bound+10*time.Second, "slow waiter granted or error", func(ev Ev) bool {
+			return ev.W == sw && (ev.Kind == "granted" || ev.Kind == "acqerr")
+		})
+		e.c.H.MustWait(t, 5*time.Second, "fast waiter released", isKind(fw, "rel"))
+		if sev.Kind == "granted" {
+			e.c.H.MustWait(t, 5*time.Second, "slow waiter released", isKind(sw, "rel"))
+		}
+		fastWait := dur(fg.T - t0)
+		if fastWait > bound+slack+200*time.Millisecond {
+			t.Errorf("waiter behind a lost enqueue reply granted %v after; bound waiter TTL + heartbeat %v (+200ms hold)", fastWait, bound)
+		}
+		report(t, "10b enqueue reply lost (400ms reply delay, 100ms client timeout)", fmt.Sprintf("no orphan; next waiter granted <= waiter TTL+heartbeat %v", ms(bound)),
+			fmt.Sprintf("slow-waiter=%s:%s next-granted-after=%v", sev.Kind, sev.Err, ms(fastWait)))
+		e.waitFree(name, e.hb+slack)
+		e.checkKeys(name)
+	})
+	e.check(CheckOpts{NoFIFO: true})
+}

@@ -1,0 +1,695 @@
+package fairlock_test
+
+// The process harness of the fault suite.
+//
+// Holders and waiters run as separate OS processes: the test binary re-execs
+// itself with -test.run=^TestHelperProcess$ and FL_HELPER=agent. An agent owns
+// one Locker and obeys line commands on stdin (see agentMain); it reports what
+// happens as "EV key=value ..." lines on stdout, stamped with CLOCK_MONOTONIC,
+// which is one clock for every process on a Linux machine, so the parent can
+// merge the histories of all processes into one order. The parent records its
+// own actions (kills, pauses, its own leases) on the same clock.
+//
+// Every agent is killed by PID when its test ends, and exits by itself when its
+// stdin closes (the parent died) or after FL_DEADLINE.
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"golang.org/x/sys/unix"
+
+	"github.com/fairlock/fairlock/fairlock"
+)
+
+// monoNow is CLOCK_MONOTONIC in nanoseconds: system-wide on Linux, so the
+// stamps of different processes compare.
+func monoNow() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		panic(err)
+	}
+	return ts.Nano()
+}
+
+func dur(ns int64) time.Duration { return time.Duration(ns) }
+
+// Ev is one line of history.
+type Ev struct {
+	T     int64  // CLOCK_MONOTONIC ns
+	Proc  string // process id ("parent", "p1", ...)
+	W     string // waiter id, unique per Acquire call ("p1.w3")
+	Kind  string // ready call queued granted acqerr rel ext write lost done kill stop cont ...
+	Fence int64
+	Pos   int
+	Tok   string
+	Err   string // "ok", "notheld", "lost", "canceled", ...
+	N     int64  // free number (counter value, count)
+}
+
+func (e Ev) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "EV t=%d p=%s k=%s", e.T, e.Proc, e.Kind)
+	if e.W != "" {
+		fmt.Fprintf(&b, " w=%s", e.W)
+	}
+	if e.Fence != 0 {
+		fmt.Fprintf(&b, " f=%d", e.Fence)
+	}
+	if e.Pos != 0 {
+		fmt.Fprintf(&b, " pos=%d", e.Pos)
+	}
+	if e.Tok != "" {
+		fmt.Fprintf(&b, " tok=%s", e.Tok)
+	}
+	if e.Err != "" {
+		fmt.Fprintf(&b, " err=%s", e.Err)
+	}
+	if e.N != 0 {
+		fmt.Fprintf(&b, " n=%d", e.N)
+	}
+	return b.String()
+}
+
+func parseEv(line string) (Ev, bool) {
+	if !strings.HasPrefix(line, "EV ") {
+		return Ev{}, false
+	}
+	var e Ev
+	for _, f := range strings.Fields(line[3:]) {
+		k, v, ok := strings.Cut(f, "=")
+		if !ok {
+			continue
+		}
+		switch k {
+		case "t":
+			e.T, _ = strconv.ParseInt(v, 10, 64)
+		case "p":
+			e.Proc = v
+		case "k":
+			e.Kind = v
+		case "w":
+			e.W = v
+		case "f":
+			e.Fence, _ = strconv.ParseInt(v, 10, 64)
+		case "pos":
+			e.Pos, _ = strconv.Atoi(v)
+		case "tok":
+			e.Tok = v
+		case "err":
+			e.Err = v
+		case "n":
+			e.N, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return e, e.Kind != ""
+}
+
+// errClass names an error in one word for the history.
+func errClass(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, fairlock.ErrNotHeld):
+		return "notheld"
+	case errors.Is(err, fairlock.ErrLost):
+		return "lost"
+	case errors.Is(err, fairlock.ErrReleased):
+		return "released"
+	case errors.Is(err, fairlock.ErrClosed):
+		return "closed"
+	case errors.Is(err, fairlock.ErrNotAcquired):
+		return "notacquired"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline"
+	}
+	return "other:" + strings.Join(strings.Fields(err.Error()), "_")
+}
+
+// ---------------------------------------------------------------------------
+// Parent side.
+
+// History collects the events of every process of one test.
+type History struct {
+	mu     sync.Mutex
+	evs    []Ev
+	notify chan struct{}
+}
+
+func newHistory() *History { return &History{notify: make(chan struct{})} }
+
+func (h *History) Add(e Ev) {
+	if e.T == 0 {
+		e.T = monoNow()
+	}
+	h.mu.Lock()
+	h.evs = append(h.evs, e)
+	close(h.notify)
+	h.notify = make(chan struct{})
+	h.mu.Unlock()
+}
+
+// Events returns a copy of the history sorted by time.
+func (h *History) Events() []Ev {
+	h.mu.Lock()
+	out := append([]Ev(nil), h.evs...)
+	h.mu.Unlock()
+	sort.SliceStable(out, func(i, j int) bool { return out[i].T < out[j].T })
+	return out
+}
+
+// Wait returns the first event matching pred, waiting up to d for it.
+func (h *History) Wait(d time.Duration, pred func(Ev) bool) (Ev, bool) {
+	deadline := time.After(d)
+	seen := 0
+	for {
+		h.mu.Lock()
+		for ; seen < len(h.evs); seen++ {
+			if pred(h.evs[seen]) {
+				e := h.evs[seen]
+				h.mu.Unlock()
+				return e, true
+			}
+		}
+		ch := h.notify
+		h.mu.Unlock()
+		select {
+		case <-ch:
+		case <-deadline:
+			return Ev{}, false
+		}
+	}
+}
+
+// MustWait is Wait that fails the test on timeout.
+func (h *History) MustWait(t testing.TB, d time.Duration, what string, pred func(Ev) bool) Ev {
+	t.Helper()
+	e, ok := h.Wait(d, pred)
+	if !ok {
+		t.Fatalf("timed out after %v waiting for %s", d, what)
+	}
+	return e
+}
+
+func (h *History) Count(pred func(Ev) bool) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, e := range h.evs {
+		if pred(e) {
+			n++
+		}
+	}
+	return n
+}
+
+func isKind(w, kind string) func(Ev) bool {
+	return func(e Ev) bool { return e.W == w && e.Kind == kind }
+}
+
+// isKindAfter matches like isKind, but only events stamped after t.
+func isKindAfter(w, kind string, t int64) func(Ev) bool {
+	return func(e Ev) bool { return e.W == w && e.Kind == kind && e.T > t }
+}
+
+// Cluster is the set of processes of one test, sharing one history.
+type Cluster struct {
+	t     *testing.T
+	Addr  string // where agents connect (Redis or a proxy in front of it)
+	Lease time.Duration
+	Wait  time.Duration
+	H     *History
+	n     int
+}
+
+func newCluster(t *testing.T, addr string, lease, waiter time.Duration) *Cluster {
+	return &Cluster{t: t, Addr: addr, Lease: lease, Wait: waiter, H: newHistory()}
+}
+
+// Proc is one agent process.
+type Proc struct {
+	ID    string
+	c     *Cluster
+	cmd   *exec.Cmd
+	in    io.WriteCloser
+	mu    sync.Mutex
+	nw    int
+	errb  *tailBuffer
+	exitc chan struct{}
+}
+
+type tailBuffer struct {
+	mu sync.Mutex
+	b  []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	t.b = append(t.b, p...)
+	if len(t.b) > 8192 {
+		t.b = t.b[len(t.b)-8192:]
+	}
+	t.mu.Unlock()
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
+
+// ProcOpt adds environment to an agent.
+type ProcOpt func(env []string) []string
+
+// viaAddr makes the agent connect to addr (a proxy) instead of the cluster's.
+func viaAddr(addr string) ProcOpt {
+	return func(env []string) []string { return append(env, "FL_ADDR="+addr) }
+}
+
+// readTimeout sets the agent's go-redis read timeout.
+func readTimeout(d time.Duration) ProcOpt {
+	return func(env []string) []string { return append(env, "FL_READ_TIMEOUT="+d.String()) }
+}
+
+// Spawn starts an agent process and waits until its Locker is ready.
+func (c *Cluster) Spawn(opts ...ProcOpt) *Proc {
+	t := c.t
+	t.Helper()
+	c.n++
+	id := "p" + strconv.Itoa(c.n)
+	env := append(os.Environ(),
+		"FL_HELPER=agent",
+		"FL_ID="+id,
+		"FL_ADDR="+c.Addr,
+		"FL_LEASE="+c.Lease.String(),
+		"FL_WAITER="+c.Wait.String(),
+		"FL_DEADLINE=3m",
+	)
+	for _, o := range opts {
+		env = o(env)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperProcess$", "-test.count=1", "-test.timeout=4m")
+	cmd.Env = env
+	p := &Proc{ID: id, c: c, cmd: cmd, errb: &tailBuffer{}, exitc: make(chan struct{})}
+	cmd.Stderr = p.errb
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.in, err = cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start agent: %v", err)
+	}
+	pid := cmd.Process.Pid
+	t.Cleanup(func() {
+		syscall.Kill(pid, syscall.SIGKILL) //nolint:errcheck // may be gone already
+		select {
+		case <-p.exitc:
+		case <-time.After(5 * time.Second):
+			t.Errorf("agent %s (pid %d) did not exit after SIGKILL", id, pid)
+		}
+		if t.Failed() {
+			if s := p.errb.String(); strings.TrimSpace(s) != "" {
+				t.Logf("stderr of agent %s:\n%s", id, s)
+			}
+		}
+	})
+	go func() {
+		sc := bufio.NewScanner(out)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			if e, ok := parseEv(sc.Text()); ok {
+				c.H.Add(e)
+			}
+		}
+		cmd.Wait() //nolint:errcheck // exit status of a killed agent is expected
+		c.H.Add(Ev{Proc: id, Kind: "exit"})
+		close(p.exitc)
+	}()
+	c.H.MustWait(t, 20*time.Second, id+" ready", func(e Ev) bool { return e.Proc == id && (e.Kind == "ready" || e.Kind == "fatal") })
+	if c.H.Count(func(e Ev) bool { return e.Proc == id && e.Kind == "fatal" }) > 0 {
+		t.Fatalf("agent %s failed to start: %s", id, p.errb.String())
+	}
+	return p
+}
+
+// Send writes one command line to the agent.
+func (p *Proc) Send(format string, args ...any) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	fmt.Fprintf(p.in, format+"\n", args...) //nolint:errcheck // a dead agent is the test's business
+}
+
+// NewW returns a fresh waiter id of this process.
+func (p *Proc) NewW() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.nw++
+	return fmt.Sprintf("%s.w%d", p.ID, p.nw)
+}
+
+// Acquire asks the agent to start an Acquire on name. hold < 0 keeps the
+// lease until Release is sent; otherwise the agent releases after hold.
+// Flags: "die" makes the agent SIGKILL itself as soon as Acquire returns.
+func (p *Proc) Acquire(name string, hold time.Duration, flags ...string) string {
+	w := p.NewW()
+	fl := "-"
+	if len(flags) > 0 {
+		fl = strings.Join(flags, ",")
+	}
+	h := int64(-1)
+	if hold >= 0 {
+		h = hold.Microseconds()
+	}
+	p.Send("acq %s %s %d %s", w, name, h, fl)
+	return w
+}
+
+func (p *Proc) Signal(sig syscall.Signal) int64 {
+	kind := map[syscall.Signal]string{syscall.SIGKILL: "kill", syscall.SIGSTOP: "stop", syscall.SIGCONT: "cont"}[sig]
+	t := monoNow()
+	if err := syscall.Kill(p.cmd.Process.Pid, sig); err != nil {
+		p.c.t.Fatalf("signal %v to %s: %v", sig, p.ID, err)
+	}
+	p.c.H.Add(Ev{T: t, Proc: p.ID, Kind: kind})
+	if sig == syscall.SIGKILL {
+		select {
+		case <-p.exitc:
+		case <-time.After(5 * time.Second):
+			p.c.t.Fatalf("agent %s did not die", p.ID)
+		}
+	}
+	return t
+}
+
+// ---------------------------------------------------------------------------
+// Agent side: runs in the child process.
+
+// TestHelperProcess is not a test: it is the body of agent processes.
+func TestHelperProcess(t *testing.T) {
+	if os.Getenv("FL_HELPER") != "agent" {
+		t.Skip("helper process body; runs only when re-exec'd by the fault suite")
+	}
+	agentMain()
+	os.Exit(0)
+}
+
+type agent struct {
+	id     string
+	client *redis.Client
+	opts   []fairlock.Option
+	mu     sync.Mutex
+	locker *fairlock.Locker
+	leases map[string]*fairlock.Lease
+	cancel map[string]context.CancelFunc
+	outmu  sync.Mutex
+	out    *bufio.Writer
+}
+
+func (a *agent) emit(e Ev) {
+	if e.T == 0 {
+		e.T = monoNow()
+	}
+	e.Proc = a.id
+	a.outmu.Lock()
+	a.out.WriteString(e.String()) //nolint:errcheck
+	a.out.WriteByte('\n')         //nolint:errcheck
+	a.out.Flush()                 //nolint:errcheck
+	a.outmu.Unlock()
+}
+
+func envDur(k string, def time.Duration) time.Duration {
+	if v := os.Getenv(k); v != "" {
+		d, err := time.ParseDuration(v)
+		if err == nil {
+			return d
+		}
+	}
+	return def
+}
+
+func agentMain() {
+	a := &agent{
+		id:     os.Getenv("FL_ID"),
+		out:    bufio.NewWriter(os.Stdout),
+		leases: map[string]*fairlock.Lease{},
+		cancel: map[string]context.CancelFunc{},
+	}
+	go func() {
+		time.Sleep(envDur("FL_DEADLINE", 3*time.Minute))
+		fmt.Fprintln(os.Stderr, "agent deadline reached")
+		os.Exit(3)
+	}()
+	a.client = redis.NewClient(&redis.Options{
+		Addr:         os.Getenv("FL_ADDR"),
+		ReadTimeout:  envDur("FL_READ_TIMEOUT", 0),
+		WriteTimeout: envDur("FL_READ_TIMEOUT", 0),
+		DialTimeout:  time.Second,
+	})
+	a.opts = []fairlock.Option{
+		fairlock.WithLeaseTTL(envDur("FL_LEASE", time.Second)),
+		fairlock.WithWaiterTTL(envDur("FL_WAITER", time.Second)),
+	}
+	if err := a.newLocker(); err != nil {
+		a.emit(Ev{Kind: "fatal", Err: errClass(err)})
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	a.emit(Ev{Kind: "ready"})
+	sc := bufio.NewScanner(os.Stdin)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 {
+			continue
+		}
+		a.command(f)
+	}
+	// stdin closed: the parent is gone or done with us.
+	os.Exit(0)
+}
+
+func (a *agent) newLocker() error {
+	l, err := fairlock.New(a.client, a.opts...)
+	if err != nil {
+		return err
+	}
+	a.mu.Lock()
+	a.locker = l
+	a.mu.Unlock()
+	return nil
+}
+
+func (a *agent) getLocker() *fairlock.Locker {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.locker
+}
+
+func (a *agent) lease(w string) *fairlock.Lease {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.leases[w]
+}
+
+func (a *agent) command(f []string) {
+	arg := func(i int) string {
+		if i < len(f) {
+			return f[i]
+		}
+		return ""
+	}
+	num := func(i int) int64 { n, _ := strconv.ParseInt(arg(i), 10, 64); return n }
+	switch f[0] {
+	case "acq": // acq W NAME HOLDµs FLAGS
+		go a.acquire(arg(1), arg(2), num(3), arg(4))
+	case "rel": // rel W
+		l := a.lease(arg(1))
+		if l == nil {
+			a.emit(Ev{W: arg(1), Kind: "rel", Err: "nolease"})
+			return
+		}
+		t := monoNow()
+		err := l.Release(context.Background())
+		a.emit(Ev{T: t, W: arg(1), Kind: "rel", Err: errClass(err), Fence: l.Fence()})
+	case "ext": // ext W MS
+		l := a.lease(arg(1))
+		if l == nil {
+			a.emit(Ev{W: arg(1), Kind: "ext", Err: "nolease"})
+			return
+		}
+		err := l.Extend(context.Background(), time.Duration(num(2))*time.Millisecond)
+		a.emit(Ev{W: arg(1), Kind: "ext", Err: errClass(err)})
+	case "write": // write W KEYPREFIX: fenced write of the lease's fence
+		l := a.lease(arg(1))
+		if l == nil {
+			a.emit(Ev{W: arg(1), Kind: "write", Err: "nolease"})
+			return
+		}
+		ok, err := fencedWrite(context.Background(), a.client, arg(2), l.Fence(), arg(1))
+		res := "rejected"
+		if ok {
+			res = "accepted"
+		}
+		if err != nil {
+			res = errClass(err)
+		}
+		a.emit(Ev{W: arg(1), Kind: "write", Err: res, Fence: l.Fence()})
+	case "cancel": // cancel W
+		a.mu.Lock()
+		c := a.cancel[arg(1)]
+		a.mu.Unlock()
+		if c != nil {
+			c()
+		}
+	case "contend": // contend NAME GOROUTINES DURms COUNTERKEY HOLDµs
+		go a.contend(arg(1), int(num(2)), time.Duration(num(3))*time.Millisecond, arg(4), time.Duration(num(5))*time.Microsecond)
+	case "reset": // close the Locker and open a fresh one (fresh subscription)
+		if err := a.getLocker().Close(); err != nil {
+			a.emit(Ev{Kind: "reset", Err: errClass(err)})
+		}
+		err := a.newLocker()
+		a.emit(Ev{Kind: "reset", Err: errClass(err)})
+	case "inspect": // inspect NAME
+		st, err := a.getLocker().Inspect(context.Background(), arg(1))
+		a.emit(Ev{Kind: "inspect", Err: errClass(err), Tok: st.Holder, Fence: st.Fence, N: int64(st.Waiters)})
+	case "quit":
+		err := a.getLocker().Close()
+		a.emit(Ev{Kind: "quit", Err: errClass(err)})
+		os.Exit(0)
+	default:
+		a.emit(Ev{Kind: "badcmd", Err: f[0]})
+	}
+}
+
+func (a *agent) acquire(w, name string, holdUS int64, flags string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	a.mu.Lock()
+	a.cancel[w] = cancel
+	a.mu.Unlock()
+	l := a.getLocker()
+	a.emit(Ev{W: w, Kind: "call"})
+	lease, err := l.Acquire(ctx, name, fairlock.OnQueued(func(pos int) {
+		a.emit(Ev{W: w, Kind: "queued", Pos: pos})
+	}))
+	t := monoNow()
+	if err != nil {
+		a.emit(Ev{T: t, W: w, Kind: "acqerr", Err: errClass(err)})
+		return
+	}
+	if strings.Contains(flags, "die") {
+		syscall.Kill(os.Getpid(), syscall.SIGKILL) //nolint:errcheck
+	}
+	if holdUS < 0 {
+		// stored before the grant is reported, so that a command sent on
+		// seeing the grant finds the lease
+		a.mu.Lock()
+		a.leases[w] = lease
+		a.mu.Unlock()
+	}
+	a.emit(Ev{T: t, W: w, Kind: "granted", Fence: lease.Fence(), Tok: lease.Token()})
+	if holdUS >= 0 {
+		time.Sleep(time.Duration(holdUS) * time.Microsecond)
+		t := monoNow()
+		err := lease.Release(context.Background())
+		a.emit(Ev{T: t, W: w, Kind: "rel", Err: errClass(err), Fence: lease.Fence()})
+		return
+	}
+	go func() {
+		<-lease.Done()
+		if errors.Is(lease.Err(), fairlock.ErrLost) {
+			a.emit(Ev{W: w, Kind: "lost", Err: errClass(lease.Err()), Fence: lease.Fence()})
+		}
+	}()
+}
+
+// contend runs g goroutines that loop Acquire, an unguarded read-modify-write
+// of counterKey, Release, for d.
+func (a *agent) contend(name string, g int, d time.Duration, counterKey string, hold time.Duration) {
+	l := a.getLocker()
+	end := time.Now().Add(d)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	n := 0
+	for i := 0; i < g; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			for k := 0; time.Now().Before(end); k++ {
+				w := fmt.Sprintf("%s.g%d.%d", a.id, i, k)
+				ctx := context.Background()
+				a.emit(Ev{W: w, Kind: "call"})
+				lease, err := l.Acquire(ctx, name, fairlock.OnQueued(func(pos int) {
+					a.emit(Ev{W: w, Kind: "queued", Pos: pos})
+				}))
+				t := monoNow()
+				if err != nil {
+					a.emit(Ev{T: t, W: w, Kind: "acqerr", Err: errClass(err)})
+					time.Sleep(10 * time.Millisecond)
+					continue
+				}
+				a.emit(Ev{T: t, W: w, Kind: "granted", Fence: lease.Fence(), Tok: lease.Token()})
+				v, err := a.client.Get(ctx, counterKey).Int64()
+				if err != nil && !errors.Is(err, redis.Nil) {
+					a.emit(Ev{W: w, Kind: "rmwerr", Err: errClass(err)})
+				}
+				if hold > 0 {
+					time.Sleep(hold)
+				}
+				if err := a.client.Set(ctx, counterKey, v+1, 0).Err(); err != nil {
+					a.emit(Ev{W: w, Kind: "rmwerr", Err: errClass(err)})
+				}
+				t = monoNow()
+				err = lease.Release(ctx)
+				a.emit(Ev{T: t, W: w, Kind: "rel", Err: errClass(err), Fence: lease.Fence()})
+				mu.Lock()
+				n++
+				mu.Unlock()
+				if rand.IntN(4) == 0 {
+					runtimeYield()
+				}
+			}
+		}(i)
+	}
+	wg.Wait()
+	a.emit(Ev{Kind: "contend-done", N: int64(n)})
+}
+
+func runtimeYield() { time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond) }
+
+// fencedScript is the fenced resource: it accepts a write only with a fence
+// larger than every fence it accepted before.
+var fencedScript = redis.NewScript(`
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+local f = tonumber(ARGV[1])
+if f > cur then
+  redis.call('SET', KEYS[1], ARGV[1])
+  redis.call('RPUSH', KEYS[2], ARGV[2])
+  return 1
+end
+return 0`)
+
+func fencedWrite(ctx context.Context, c redis.Scripter, key string, fence int64, who string) (bool, error) {
+	n, err := fencedScript.Run(ctx, c, []string{key + ":fence", key + ":log"}, fence, who).Int()
+	return n == 1, err
+}
