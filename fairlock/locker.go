@@ -156,7 +156,7 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 		switch res[0] {
 		case acquireGranted:
 			l.forget(w)
-			return l.grant(name, keys, w.token, res[1], sent.Add(l.cfg.leaseTTL), true, start)
+			return l.grant(ctx, name, keys, w.token, res[1], sent.Add(l.cfg.leaseTTL), true, start)
 		case acquireRefused:
 			l.forget(w)
 			return nil, ErrNotAcquired
@@ -172,7 +172,7 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 			deadline := w.since.Add(min(l.cfg.waiterTTL, l.cfg.leaseTTL))
 			l.mu.Unlock()
 			l.forget(w)
-			return l.grant(name, keys, w.token, fence, deadline, false, start)
+			return l.grant(ctx, name, keys, w.token, fence, deadline, false, start)
 		case <-w.evicted:
 			l.forget(w) // queue anew, at the back
 		case <-ctx.Done():
@@ -275,7 +275,7 @@ func (l *Locker) dropIfIdle(name string, ll *localLock) {
 // grant makes the Lease for a granted token and puts it under the
 // heartbeat's care. If the Locker was closed meanwhile, the lock is released
 // at once rather than left to a holder nobody will return it to.
-func (l *Locker) grant(name string, keys []string, token string, fence int64, deadline time.Time, claimed bool, start time.Time) (*Lease, error) {
+func (l *Locker) grant(ctx context.Context, name string, keys []string, token string, fence int64, deadline time.Time, claimed bool, start time.Time) (*Lease, error) {
 	s := &Lease{
 		locker:   l,
 		name:     name,
@@ -295,6 +295,11 @@ func (l *Locker) grant(name string, keys []string, token string, fence int64, de
 	if closed {
 		s.release(context.Background()) //nolint:errcheck // best effort; the lease expires anyway
 		return nil, ErrClosed
+	}
+	if l.cfg.replicas > 0 {
+		if err := l.awaitReplicas(ctx, s); err != nil {
+			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %q: %w", name, err))
+		}
 	}
 	l.observe(Event{Kind: EventGranted, Name: name, Token: token, Fence: fence, Wait: time.Since(start)})
 	return s, nil

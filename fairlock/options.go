@@ -25,6 +25,9 @@ type config struct {
 	prefix    string
 	observer  func(Event)
 	logger    *slog.Logger
+
+	replicas       int // WithReplicaAck
+	replicaTimeout time.Duration
 }
 
 func defaultConfig() config {

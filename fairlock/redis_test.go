@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -556,4 +557,31 @@ func evalCalls(t testing.TB, rdb *redis.Client) int {
 		n += calls
 	}
 	return n
+}
+
+func TestReplicaAck(t *testing.T) {
+	primary := redistest.Start(t, "--repl-diskless-sync-delay", "0")
+	replica := redistest.Start(t, "--replicaof", "127.0.0.1", fmt.Sprint(primary.Port))
+	ctx := withTimeout(t, 20*time.Second)
+	rc := replica.Client(t)
+	for !strings.Contains(rc.Info(ctx, "replication").Val(), "master_link_status:up") {
+		time.Sleep(20 * time.Millisecond)
+	}
+	l := newLocker(t, primary.Client(t), fairlock.WithReplicaAck(1, time.Second))
+	s, err := l.Acquire(ctx, "acked")
+	if err != nil {
+		t.Fatalf("one replica acknowledging: %v", err)
+	}
+	if v := rc.Get(ctx, "fairlock:{acked}:lock").Val(); v != s.Token() {
+		t.Fatalf("replica has %q, want the grant %q", v, s.Token())
+	}
+	s.Release(ctx)
+
+	greedy := newLocker(t, primary.Client(t), fairlock.WithReplicaAck(2, 50*time.Millisecond))
+	if _, err := greedy.Acquire(ctx, "acked"); !errors.Is(err, fairlock.ErrNotReplicated) {
+		t.Fatalf("two replicas wanted, one present: %v", err)
+	}
+	if st, _ := l.Inspect(ctx, "acked"); st.Held {
+		t.Fatalf("an unreplicated grant was kept: %+v", st)
+	}
 }

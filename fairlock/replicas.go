@@ -1,0 +1,79 @@
+package fairlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotReplicated is returned by Acquire and TryAcquire under
+// WithReplicaAck when too few replicas acknowledged the grant in time; the
+// grant was released.
+var ErrNotReplicated = errors.New("fairlock: grant not acknowledged by enough replicas")
+
+// WithReplicaAck makes Acquire and TryAcquire wait until n replicas have
+// acknowledged a grant (Redis WAIT, bounded by timeout) before returning
+// it. This narrows the window in which a failover loses a granted lock; it
+// does not close it, because a replica that acknowledged may still not be
+// the one promoted. Use fences for correctness. It needs a *redis.Client
+// (including a Sentinel failover client) or a *redis.ClusterClient, and
+// costs one round trip plus the replication delay per grant.
+func WithReplicaAck(n int, timeout time.Duration) Option {
+	return func(c *config) error {
+		if n < 1 {
+			return fmt.Errorf("%w: replica count must be at least 1, got %d", ErrInvalid, n)
+		}
+		c.replicas, c.replicaTimeout = n, timeout
+		return checkTTL("replica timeout", timeout)
+	}
+}
+
+// awaitReplicas confirms a fresh grant on the primary that holds the lock
+// and waits for its replicas. WAIT only covers the writes of its own
+// connection, so the confirmation, a write ordered after the grant in the
+// replication stream, goes on the same connection first.
+func (l *Locker) awaitReplicas(ctx context.Context, s *Lease) error {
+	var node *redis.Client
+	var err error
+	switch c := l.client.(type) {
+	case *redis.ClusterClient:
+		node, err = c.MasterForKey(ctx, s.keys[0])
+	case *redis.Client:
+		node = c
+	default:
+		err = fmt.Errorf("%w: WithReplicaAck needs a *redis.Client or *redis.ClusterClient, not %T", ErrInvalid, l.client)
+	}
+	if err == nil {
+		err = l.confirmOn(ctx, node.Conn(), s)
+	}
+	if err != nil {
+		s.release(context.WithoutCancel(ctx)) //nolint:errcheck // the grant is given up either way
+		return err
+	}
+	return nil
+}
+
+func (l *Locker) confirmOn(ctx context.Context, conn *redis.Conn, s *Lease) error {
+	defer conn.Close()
+	sent := time.Now()
+	held, err := extendScript.Run(ctx, conn, s.keys, s.token, l.cfg.leaseTTL.Milliseconds()).Int()
+	if err != nil {
+		return err
+	}
+	if held == 0 {
+		s.lose()
+		return ErrLost
+	}
+	s.renewed(sent)
+	acked, err := conn.Wait(ctx, l.cfg.replicas, l.cfg.replicaTimeout).Result()
+	if err != nil {
+		return err
+	}
+	if acked < int64(l.cfg.replicas) {
+		return fmt.Errorf("%w: %d of %d", ErrNotReplicated, acked, l.cfg.replicas)
+	}
+	return nil
+}
