@@ -1,0 +1,220 @@
+// Command redpacket is the seed article's drawRedPacket scenario done with a
+// fair lock: a red packet holding a fixed amount is grabbed by many users at
+// once, through several app instances.
+//
+// Three things must hold, and the program checks each of them:
+//
+//   - the packet never pays out more than it holds (the lock makes each
+//     read-compute-write of the balance exclusive);
+//
+//   - users are served in the order they arrived (fairlock grants FIFO, so
+//     the first ten to arrive get the ten shares, not the luckiest spinners);
+//
+//   - a holder whose lease ran out cannot write (the fence is stored next to
+//     the balance and every write compares it, in one Lua script).
+//
+//     go run ./examples/redpacket
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fairlock/fairlock/examples/internal/exampleredis"
+	"github.com/fairlock/fairlock/fairlock"
+)
+
+const (
+	totalCents = 100_00 // ¥100.00
+	shares     = 10
+	users      = 20
+	instances  = 3 // app servers, each with its own Locker
+	lockName   = "redpacket:1"
+	packetKey  = "example-redpacket:packet:1"
+)
+
+func main() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := run(ctx, os.Stdout); err != nil {
+		log.Fatal(err)
+	}
+}
+
+// writePacket stores the new balance and shares left, but only for a fence
+// newer than the last writer's. A holder that paused past its lease carries
+// an old fence and is refused, so it cannot overwrite a newer balance.
+//
+// KEYS[1] packet hash; ARGV fence, balance, left. Reply 1 written, 0 stale.
+var writePacket = redis.NewScript(`
+local last = tonumber(redis.call('HGET', KEYS[1], 'fence') or '0')
+if tonumber(ARGV[1]) <= last then return 0 end
+redis.call('HSET', KEYS[1], 'fence', ARGV[1], 'balance', ARGV[2], 'left', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], 60000)
+return 1`)
+
+var errStale = errors.New("stale fence: the lease was lost before the write")
+
+func write(ctx context.Context, rdb redis.Scripter, fence, balance, left int64) error {
+	ok, err := writePacket.Run(ctx, rdb, []string{packetKey}, fence, balance, left).Int()
+	if err == nil && ok == 0 {
+		err = errStale
+	}
+	return err
+}
+
+// grab is one user's turn: read the packet, draw an amount, write it back.
+// It runs only while the user holds the lock.
+func grab(ctx context.Context, rdb *redis.Client, lease *fairlock.Lease, draw func(balance, left int64) int64) (int64, error) {
+	vals, err := rdb.HMGet(ctx, packetKey, "balance", "left").Result()
+	if err != nil {
+		return 0, err
+	}
+	balance, _ := strconv.ParseInt(fmt.Sprint(vals[0]), 10, 64)
+	left, _ := strconv.ParseInt(fmt.Sprint(vals[1]), 10, 64)
+	if left == 0 {
+		return 0, nil // packet empty
+	}
+	amount := draw(balance, left)
+	return amount, write(ctx, rdb, lease.Fence(), balance-amount, left-1)
+}
+
+func run(ctx context.Context, w io.Writer) error {
+	rdb, err := exampleredis.Open(ctx)
+	if err != nil {
+		return err
+	}
+	defer rdb.Close()
+	fmt.Fprintln(w, "using", rdb)
+	fmt.Fprintf(w, "packet: %s in %d shares, %d users, %d app instances\n", yuan(totalCents), shares, users, instances)
+
+	clients := make([]*redis.Client, instances)
+	lockers := make([]*fairlock.Locker, instances)
+	for i := range lockers {
+		clients[i] = rdb.NewClient()
+		lockers[i], err = fairlock.New(clients[i], fairlock.WithKeyPrefix("example-redpacket"))
+		if err != nil {
+			return err
+		}
+		defer lockers[i].Close()
+	}
+
+	// The sender fills the packet under the lock. Users who arrive meanwhile
+	// queue up; holding the lock until all have arrived makes the example's
+	// arrival order certain, so the output can be checked.
+	sender, err := lockers[0].Acquire(ctx, lockName)
+	if err != nil {
+		return err
+	}
+	if err := rdb.Client.Del(ctx, packetKey).Err(); err != nil {
+		return err
+	}
+	if err := write(ctx, rdb.Client, sender.Fence(), totalCents, shares); err != nil {
+		return err
+	}
+
+	// WeChat-style "double average" split: each share is random in
+	// [1, 2*balance/left), the last takes the rest. A fixed seed keeps the
+	// output stable; draws happen in grant order, one holder at a time.
+	var (
+		mu      sync.Mutex
+		rng     = rand.New(rand.NewPCG(1, 2))
+		served  []int
+		amounts = make([]int64, users)
+	)
+	draw := func(balance, left int64) int64 {
+		mu.Lock()
+		defer mu.Unlock()
+		if left == 1 {
+			return balance
+		}
+		return 1 + rng.Int64N(2*balance/left-1)
+	}
+
+	errs := make(chan error, users)
+	positions := make([]int, users)
+	for u := range users {
+		queued := make(chan struct{})
+		var once sync.Once // a waiter evicted for silence queues again
+		inst := u % instances
+		reached := func(pos int) {
+			once.Do(func() {
+				positions[u] = pos
+				close(queued)
+			})
+		}
+		go func() {
+			errs <- func() error {
+				lease, err := lockers[inst].Acquire(ctx, lockName, fairlock.OnQueued(reached))
+				reached(0) // in case Acquire failed before queueing
+				if err != nil {
+					return fmt.Errorf("user %d: %w", u+1, err)
+				}
+				mu.Lock()
+				served = append(served, u)
+				mu.Unlock()
+				amount, err := grab(ctx, clients[inst], lease, draw)
+				if err != nil {
+					lease.Release(ctx) //nolint:errcheck // the grab error is the one to report
+					return fmt.Errorf("user %d: %w", u+1, err)
+				}
+				mu.Lock()
+				amounts[u] = amount
+				mu.Unlock()
+				return lease.Release(ctx)
+			}()
+		}()
+		<-queued // the next user arrives once this one is in the queue
+	}
+	var failed []error
+	failed = append(failed, sender.Release(ctx))
+	for range users {
+		failed = append(failed, <-errs)
+	}
+	if err := errors.Join(failed...); err != nil {
+		return err
+	}
+
+	var paid int64
+	for u, a := range amounts {
+		paid += a
+		got := "packet empty"
+		if a > 0 {
+			got = "got " + yuan(a)
+		}
+		fmt.Fprintf(w, "user %02d (instance %d, queue position %2d): %s\n", u+1, u%instances+1, positions[u], got)
+	}
+	balance, err := rdb.Client.HGet(ctx, packetKey, "balance").Int64()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "paid out %s, balance left %s\n", yuan(paid), yuan(balance))
+
+	arrival := make([]int, users)
+	for u := range arrival {
+		arrival[u] = u
+	}
+	switch {
+	case paid != totalCents || balance != 0:
+		return fmt.Errorf("overdraw or loss: paid %d of %d, balance %d", paid, totalCents, balance)
+	case !slices.Equal(served, arrival):
+		return fmt.Errorf("not served in arrival order: %v", served)
+	case slices.ContainsFunc(amounts[:shares], func(a int64) bool { return a <= 0 }):
+		return fmt.Errorf("an early user got nothing: %v", amounts)
+	}
+	fmt.Fprintln(w, "served in arrival order: the first", shares, "users got the", shares, "shares")
+	return nil
+}
+
+func yuan(cents int64) string { return fmt.Sprintf("¥%d.%02d", cents/100, cents%100) }

@@ -1,0 +1,154 @@
+package fairlocktest
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/fairlock/fairlock/fairlock"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestNew(t *testing.T) {
+	rec := NewRecorder()
+	l := New(t, rec.Option())
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	lease, err := l.Acquire(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rec.AssertGrantOrder(t, "x", lease.Token())
+	if got := len(rec.Filter("x", fairlock.EventReleased)); got != 1 {
+		t.Errorf("released events: got %d, want 1", got)
+	}
+}
+
+// Leases expire in real time on the embedded server, as they do on Redis.
+func TestLeaseExpires(t *testing.T) {
+	srv := NewServer(t)
+	opts := []fairlock.Option{fairlock.WithLeaseTTL(200 * time.Millisecond), fairlock.WithWaiterTTL(300 * time.Millisecond)}
+	a := srv.Locker(t, append(opts, fairlock.WithAutoRenew(false))...)
+	b := srv.Locker(t, opts...)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	first, err := a.Acquire(ctx, "x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := b.Acquire(ctx, "x") // granted once first's lease ran out
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.Fence() <= first.Fence() {
+		t.Errorf("fence did not grow: %d then %d", first.Fence(), second.Fence())
+	}
+	if err := first.Release(ctx); !errors.Is(err, fairlock.ErrNotHeld) {
+		t.Errorf("release of expired lease: got %v, want ErrNotHeld", err)
+	}
+}
+
+func TestServerClose(t *testing.T) {
+	srv, err := StartServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := srv.NewLocker()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := l.TryAcquire(context.Background(), "x"); !errors.Is(err, fairlock.ErrClosed) {
+		t.Errorf("Locker after server Close: got %v, want ErrClosed", err)
+	}
+	if _, err := srv.NewLocker(); !errors.Is(err, fairlock.ErrClosed) {
+		t.Errorf("NewLocker after Close: got %v, want ErrClosed", err)
+	}
+}
+
+func ev(kind fairlock.EventKind, token string, fence int64) fairlock.Event {
+	return fairlock.Event{Kind: kind, Name: "n", Token: token, Fence: fence}
+}
+
+func TestCheckFIFO(t *testing.T) {
+	const (
+		enq = fairlock.EventEnqueued
+		gr  = fairlock.EventGranted
+		can = fairlock.EventCancelled
+	)
+	for _, tc := range []struct {
+		name   string
+		events []fairlock.Event
+		ok     bool
+	}{
+		{"in order", []fairlock.Event{ev(gr, "h", 1), ev(enq, "a", 0), ev(enq, "b", 0), ev(gr, "a", 2), ev(gr, "b", 3)}, true},
+		{"out of order", []fairlock.Event{ev(enq, "a", 0), ev(enq, "b", 0), ev(gr, "b", 2), ev(gr, "a", 3)}, false},
+		{"cancelled waiter skipped", []fairlock.Event{ev(enq, "a", 0), ev(enq, "b", 0), ev(enq, "c", 0), ev(can, "b", 0), ev(gr, "a", 1), ev(gr, "c", 2)}, true},
+		{"not yet granted", []fairlock.Event{ev(enq, "a", 0), ev(enq, "b", 0), ev(gr, "a", 1)}, true},
+		{"requeued after eviction", []fairlock.Event{ev(enq, "a", 0), ev(enq, "b", 0), ev(enq, "a", 0), ev(gr, "a", 1), ev(gr, "b", 2)}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRecorder()
+			for _, e := range tc.events {
+				r.Record(e)
+			}
+			if err := r.CheckFIFO("n"); (err == nil) != tc.ok {
+				t.Errorf("CheckFIFO: %v, want ok=%v", err, tc.ok)
+			}
+		})
+	}
+}
+
+func TestCheckFences(t *testing.T) {
+	r := NewRecorder()
+	r.Record(ev(fairlock.EventGranted, "a", 5))
+	r.Record(ev(fairlock.EventGranted, "b", 9))
+	if err := r.CheckFences("n"); err != nil {
+		t.Error(err)
+	}
+	r.Record(ev(fairlock.EventGranted, "c", 9))
+	if err := r.CheckFences("n"); err == nil || !strings.Contains(err.Error(), "from 9 (b) to 9 (c)") {
+		t.Errorf("repeated fence: got %v", err)
+	}
+	if err := r.CheckGrantOrder("n", "a", "b", "c"); err != nil {
+		t.Error(err)
+	}
+	if err := r.CheckGrantOrder("n", "a", "c"); err == nil {
+		t.Error("CheckGrantOrder accepted a wrong order")
+	}
+}
+
+func TestWait(t *testing.T) {
+	r := NewRecorder()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	go func() {
+		r.Record(ev(fairlock.EventEnqueued, "a", 0))
+		r.Record(ev(fairlock.EventEnqueued, "b", 0))
+	}()
+	if err := r.Wait(ctx, "n", fairlock.EventEnqueued, 2); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel2 := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel2()
+	if err := r.Wait(short, "n", fairlock.EventEnqueued, 3); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Wait past deadline: got %v", err)
+	}
+	r.Reset()
+	if len(r.Events()) != 0 {
+		t.Error("Reset kept events")
+	}
+}
