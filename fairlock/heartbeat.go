@@ -3,8 +3,6 @@ package fairlock
 import (
 	"context"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 // heartbeatLoop is the Locker's one timer. Each period it sends one
@@ -22,6 +20,7 @@ func (l *Locker) heartbeatLoop() {
 		case <-l.kick:
 		}
 		l.beat()
+		l.dropIdleChannels()
 	}
 }
 
@@ -138,56 +137,5 @@ func deliver(w *waiter, fence int64) {
 	select {
 	case w.granted <- fence:
 	default:
-	}
-}
-
-// subscribe opens the Locker's pub/sub connection, once, before its first
-// waiter queues, so that no grant message can come before the listener.
-func (l *Locker) subscribe(ctx context.Context) error {
-	l.subMu.Lock()
-	defer l.subMu.Unlock()
-	if l.sub != nil {
-		return nil
-	}
-	ps := l.client.Subscribe(ctx, l.notifyPrefix+l.id)
-	if _, err := ps.Receive(ctx); err != nil {
-		ps.Close()
-		return err
-	}
-	l.sub = ps
-	l.bg.Add(1)
-	go l.listen(ps)
-	return nil
-}
-
-// listen routes grant messages to waiters. After the connection drops,
-// go-redis reconnects and resubscribes; messages sent meanwhile are lost, so
-// a resubscription triggers a heartbeat, which finds those grants.
-func (l *Locker) listen(ps *redis.PubSub) {
-	defer l.bg.Done()
-	for {
-		msg, err := ps.Receive(context.Background())
-		if err != nil {
-			select {
-			case <-l.stopped:
-				return
-			case <-time.After(10 * time.Millisecond):
-				continue
-			}
-		}
-		switch m := msg.(type) {
-		case *redis.Message:
-			token, fence, ok := parseGrant(m.Payload)
-			if !ok {
-				continue
-			}
-			l.mu.Lock()
-			if w := l.waiters[token]; w != nil {
-				deliver(w, fence)
-			}
-			l.mu.Unlock()
-		case *redis.Subscription:
-			l.kickHeartbeat()
-		}
 	}
 }

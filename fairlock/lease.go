@@ -66,7 +66,8 @@ func (s *Lease) release(ctx context.Context) error {
 	if ended {
 		return ErrNotHeld
 	}
-	n, err := releaseScript.Run(ctx, s.locker.client, s.keys, s.token, s.locker.notifyPrefix).Int()
+	notifyCmd, notifyPrefix := s.locker.notifyArgs(s.keys)
+	n, err := releaseScript.Run(ctx, s.locker.client, s.keys, s.token, notifyCmd, notifyPrefix).Int()
 	switch {
 	case err != nil:
 		s.end(ErrReleased)

@@ -20,7 +20,7 @@ type Locker struct {
 	client       redis.UniversalClient
 	cfg          config
 	id           string
-	notifyPrefix string        // + id: this Locker's pub/sub channel
+	sharded      bool          // on Redis Cluster: notify with SPUBLISH, see notify.go
 	heartbeat    time.Duration // period of the heartbeat timer
 
 	mu      sync.Mutex
@@ -31,7 +31,8 @@ type Locker struct {
 	calls   sync.WaitGroup // Acquire and TryAcquire calls under way
 
 	subMu sync.Mutex
-	sub   *redis.PubSub // opened by the first Acquire that has to wait
+	subs  map[string]*subscription // by channel
+	conns map[string]*redis.PubSub // by shard primary's address ("" off Cluster)
 
 	closing chan struct{} // closed by Close: waiters give up
 	stopped chan struct{} // closed by Close when no call is left: background goroutines stop
@@ -81,11 +82,10 @@ func New(client redis.UniversalClient, opts ...Option) (*Locker, error) {
 		closing:   make(chan struct{}),
 		stopped:   make(chan struct{}),
 		kick:      make(chan struct{}, 1),
+		subs:      map[string]*subscription{},
+		conns:     map[string]*redis.PubSub{},
 	}
-	l.notifyPrefix = cfg.prefix + ":notify:"
-	if cfg.prefix == "" {
-		l.notifyPrefix = "notify:"
-	}
+	_, l.sharded = client.(*redis.ClusterClient)
 	l.bg.Add(1)
 	go l.heartbeatLoop()
 	return l, nil
@@ -128,13 +128,14 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 		return nil, ErrClosed
 	}
 	defer l.calls.Done()
+	start := time.Now()
+	keys := lockKeys(l.cfg.prefix, name)
 	if wait {
-		if err := l.subscribe(ctx); err != nil {
+		if err := l.subscribe(ctx, name, keys); err != nil {
 			return nil, ctxError(ctx, fmt.Errorf("fairlock: subscribe: %w", err))
 		}
 	}
-	start := time.Now()
-	keys := lockKeys(l.cfg.prefix, name)
+	notifyCmd, notifyPrefix := l.notifyArgs(keys)
 	mode := "try"
 	if wait {
 		mode = "wait"
@@ -143,7 +144,7 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 		w := l.newWaiter(name, keys)
 		sent := time.Now()
 		reply, err := acquireScript.Run(ctx, l.client, keys, w.token,
-			l.cfg.leaseTTL.Milliseconds(), l.cfg.waiterTTL.Milliseconds(), l.notifyPrefix, mode).Result()
+			l.cfg.leaseTTL.Milliseconds(), l.cfg.waiterTTL.Milliseconds(), notifyCmd, notifyPrefix, mode).Result()
 		var res []int64
 		if err == nil {
 			res, err = parseInts(reply, 2)
@@ -248,7 +249,8 @@ func (l *Locker) withdraw(w *waiter, why error) {
 	l.forget(w)
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.waiterTTL)
 	defer cancel()
-	err := cancelScript.Run(ctx, l.client, w.keys, w.token, l.notifyPrefix).Err()
+	notifyCmd, notifyPrefix := l.notifyArgs(w.keys)
+	err := cancelScript.Run(ctx, l.client, w.keys, w.token, notifyCmd, notifyPrefix).Err()
 	if err != nil {
 		why = errors.Join(why, fmt.Errorf("fairlock: leaving the queue: %w", err))
 	}
@@ -392,11 +394,7 @@ func (l *Locker) Close() error {
 		cancel()
 	}
 	close(l.stopped)
-	l.subMu.Lock()
-	if l.sub != nil {
-		errs = append(errs, l.sub.Close())
-	}
-	l.subMu.Unlock()
+	errs = append(errs, l.closeSubscriptions())
 	l.bg.Wait()
 	return errors.Join(errs...)
 }

@@ -52,7 +52,8 @@ func (l *Locker) runHeartbeats(ctx context.Context, calls []*heartbeatCall) erro
 				if c.holder != nil {
 					holder = c.holder.token
 				}
-				args := append([]any{l.cfg.waiterTTL.Milliseconds(), l.cfg.leaseTTL.Milliseconds(), l.notifyPrefix, holder}, toAny(c.tokens)...)
+				notifyCmd, notifyPrefix := l.notifyArgs(c.keys)
+				args := append([]any{l.cfg.waiterTTL.Milliseconds(), l.cfg.leaseTTL.Milliseconds(), notifyCmd, notifyPrefix, holder}, toAny(c.tokens)...)
 				c.cmd = heartbeatScript.EvalSha(ctx, p, c.keys, args...)
 			}
 			return nil

@@ -1,8 +1,8 @@
 -- cancel.lua: withdraw token, whether it still waits or was granted meanwhile.
 -- Removing from the middle of the queue is the one O(N) step, paid only here.
 -- KEYS: lock, queue, alive, fence (see lib.lua)
--- ARGV[1] token, ARGV[2] notify channel prefix
+-- ARGV[1] token, ARGV[2] notify command, ARGV[3] notify channel prefix
 -- Reply: 1 token held the lock and released it; 0 otherwise.
 redis.call('LREM', queueKey, 1, ARGV[1])
 redis.call('ZREM', aliveKey, ARGV[1])
-return releaseIfHolder(ARGV[1], ARGV[2])
+return releaseIfHolder(ARGV[1], ARGV[2], ARGV[3])

@@ -30,8 +30,10 @@ end
 -- on the way, and notifies the waiter's Locker. The lock lives only until the
 -- waiter's own heartbeat deadline: a waiter that died just before its turn
 -- holds it no longer than it would have kept its place. Its Locker extends
--- the lease at its next heartbeat. Returns the new holder's token, or false.
-local function grantNext(notifyPrefix)
+-- the lease at its next heartbeat. The message goes with notifyCmd (PUBLISH,
+-- or SPUBLISH on Redis Cluster) to notifyPrefix .. the waiter's Locker id.
+-- Returns the new holder's token, or false.
+local function grantNext(notifyCmd, notifyPrefix)
   while true do
     local head = redis.call('LPOP', queueKey)
     if not head then return false end
@@ -41,16 +43,16 @@ local function grantNext(notifyPrefix)
       redis.call('SET', lockKey, head, 'PX', deadline - nowMs)
       local fence = nextFence()
       local locker = string.match(head, '^(.*):')
-      redis.call('PUBLISH', notifyPrefix .. locker, head .. ' ' .. string.format('%d', fence))
+      redis.call(notifyCmd, notifyPrefix .. locker, head .. ' ' .. string.format('%d', fence))
       return head
     end
   end
 end
 
 -- releaseIfHolder frees the lock if token holds it and passes it on.
-local function releaseIfHolder(token, notifyPrefix)
+local function releaseIfHolder(token, notifyCmd, notifyPrefix)
   if redis.call('GET', lockKey) ~= token then return 0 end
   redis.call('DEL', lockKey)
-  grantNext(notifyPrefix)
+  grantNext(notifyCmd, notifyPrefix)
   return 1
 end

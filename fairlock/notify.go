@@ -1,0 +1,183 @@
+package fairlock
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Grant notifications. On one Redis (or Sentinel) every Locker has one
+// channel, "prefix:notify:<locker id>", and the scripts PUBLISH to it. On
+// Redis Cluster PUBLISH would be broadcast to every node, so there each
+// lock has its own channel per Locker, "prefix:{name}:notify:<locker id>",
+// in the lock's slot, and the scripts SPUBLISH: the message stays on the
+// shard that owns the lock. A Locker then keeps one pub/sub connection per
+// shard it waits on, and drops channels of locks it no longer uses.
+
+// subscription is one channel this Locker listens on.
+type subscription struct {
+	name      string // lock name ("" for the one channel off Cluster)
+	node      string // address of the shard's primary ("" off Cluster)
+	lastUsed  time.Time
+	confirmed chan struct{} // closed when Redis confirmed the subscription
+}
+
+// notifyArgs returns the command and channel prefix the scripts use to
+// notify a waiter of the lock with these keys; the waiter's Locker id
+// completes the channel.
+func (l *Locker) notifyArgs(keys []string) (cmd, prefix string) {
+	if l.sharded {
+		return "SPUBLISH", strings.TrimSuffix(keys[0], "lock") + "notify:"
+	}
+	if l.cfg.prefix == "" {
+		return "PUBLISH", "notify:"
+	}
+	return "PUBLISH", l.cfg.prefix + ":notify:"
+}
+
+// subscribe makes sure this Locker listens on the channel of the lock with
+// these keys, before a waiter queues on it, so that no grant message can
+// come before the listener. A confirmation slower than a heartbeat is not
+// waited for: the heartbeat finds grants whose message was missed.
+func (l *Locker) subscribe(ctx context.Context, name string, keys []string) error {
+	_, prefix := l.notifyArgs(keys)
+	channel := prefix + l.id
+	node := ""
+	if cc, ok := l.client.(*redis.ClusterClient); ok {
+		primary, err := cc.MasterForKey(ctx, keys[0])
+		if err != nil {
+			return err
+		}
+		node = primary.Options().Addr
+	} else {
+		name = ""
+	}
+	l.subMu.Lock()
+	sub := l.subs[channel]
+	if sub == nil {
+		sub = &subscription{name: name, node: node, confirmed: make(chan struct{})}
+		if err := l.listenOn(ctx, node, channel); err != nil {
+			l.subMu.Unlock()
+			return err
+		}
+		l.subs[channel] = sub
+	}
+	sub.lastUsed = time.Now()
+	l.subMu.Unlock()
+	timer := time.NewTimer(l.heartbeat)
+	defer timer.Stop()
+	select {
+	case <-sub.confirmed:
+	case <-timer.C:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return nil
+}
+
+// listenOn subscribes channel on the connection to node, opening it (and
+// its listener goroutine) if needed. l.subMu is held.
+func (l *Locker) listenOn(ctx context.Context, node, channel string) error {
+	ps := l.conns[node]
+	if ps == nil {
+		if cc, ok := l.client.(*redis.ClusterClient); ok {
+			ps = cc.SSubscribe(ctx)
+		} else {
+			ps = l.client.Subscribe(ctx)
+		}
+		l.conns[node] = ps
+		l.bg.Add(1)
+		go l.listen(ps)
+	}
+	if l.sharded {
+		return ps.SSubscribe(ctx, channel)
+	}
+	return ps.Subscribe(ctx, channel)
+}
+
+// listen routes grant messages to waiters. After a connection drops,
+// go-redis reconnects and resubscribes; messages sent meanwhile are lost, so
+// a resubscription triggers a heartbeat, which finds those grants.
+func (l *Locker) listen(ps *redis.PubSub) {
+	defer l.bg.Done()
+	for {
+		msg, err := ps.Receive(context.Background())
+		if err != nil {
+			select {
+			case <-l.stopped:
+				return
+			case <-time.After(10 * time.Millisecond):
+				continue
+			}
+		}
+		switch m := msg.(type) {
+		case *redis.Message:
+			token, fence, ok := parseGrant(m.Payload)
+			if !ok {
+				continue
+			}
+			l.mu.Lock()
+			if w := l.waiters[token]; w != nil {
+				deliver(w, fence)
+			}
+			l.mu.Unlock()
+		case *redis.Subscription:
+			l.confirmed(m.Channel)
+		}
+	}
+}
+
+func (l *Locker) confirmed(channel string) {
+	l.subMu.Lock()
+	defer l.subMu.Unlock()
+	sub := l.subs[channel]
+	if sub == nil {
+		return
+	}
+	select {
+	case <-sub.confirmed:
+		l.kickHeartbeat() // a resubscription: messages may have been lost
+	default:
+		close(sub.confirmed)
+	}
+}
+
+// dropIdleChannels unsubscribes the per-lock channels (on Cluster) of locks
+// this Locker has not used for a heartbeat period, so that a process that
+// touches many names does not listen on all of them forever.
+func (l *Locker) dropIdleChannels() {
+	if !l.sharded {
+		return
+	}
+	l.mu.Lock()
+	active := make(map[string]bool, len(l.locks))
+	for name := range l.locks {
+		active[name] = true
+	}
+	l.mu.Unlock()
+	l.subMu.Lock()
+	defer l.subMu.Unlock()
+	for channel, sub := range l.subs {
+		if !active[sub.name] && time.Since(sub.lastUsed) > l.heartbeat {
+			delete(l.subs, channel)
+			ctx, cancel := context.WithTimeout(context.Background(), l.heartbeat)
+			l.conns[sub.node].SUnsubscribe(ctx, channel) //nolint:errcheck // a channel left behind only costs a message nobody reads
+			cancel()
+		}
+	}
+}
+
+// closeSubscriptions closes every pub/sub connection.
+func (l *Locker) closeSubscriptions() error {
+	l.subMu.Lock()
+	defer l.subMu.Unlock()
+	var first error
+	for _, ps := range l.conns {
+		if err := ps.Close(); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
