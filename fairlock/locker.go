@@ -17,11 +17,11 @@ import (
 // is the normal use. All its waiters and leases share one pub/sub
 // connection and one heartbeat timer.
 type Locker struct {
-	client       redis.UniversalClient
-	cfg          config
-	id           string
-	sharded      bool          // on Redis Cluster: notify with SPUBLISH, see notify.go
-	heartbeat    time.Duration // period of the heartbeat timer
+	client    redis.UniversalClient
+	cfg       config
+	id        string
+	sharded   bool          // on Redis Cluster: notify with SPUBLISH, see notify.go
+	heartbeat time.Duration // period of the heartbeat timer
 
 	mu      sync.Mutex
 	seq     uint64
