@@ -1,0 +1,266 @@
+// Command bench runs fairlock and the locks users would pick instead (bsm/redislock,
+// redsync, etcd's concurrency.Mutex, a naive SET NX PX spin) through the same
+// scenarios against one redis-server (and one etcd), and writes
+// results.json, results.md and chart.svg. run.sh starts the servers.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type Meta struct {
+	Date         string   `json:"date"`
+	Nproc        int      `json:"nproc"`
+	CPU          string   `json:"cpu"`
+	GoVersion    string   `json:"go_version"`
+	RedisVersion string   `json:"redis_version"`
+	EtcdVersion  string   `json:"etcd_version"`
+	LoadAvg      string   `json:"loadavg_at_start"`
+	Args         []string `json:"args"`
+	LeaseTTL     string   `json:"lease_ttl"`
+	Spin         string   `json:"spin"`
+	Settings     []string `json:"peer_settings"`
+	ElapsedS     float64  `json:"elapsed_s"`
+}
+
+type Results struct {
+	Meta        Meta                `json:"meta"`
+	Limit       *LimitResult        `json:"limit,omitempty"`
+	Uncontended []UncontendedResult `json:"uncontended,omitempty"`
+	Contended   []ContendedResult   `json:"contended,omitempty"`
+	FIFO        []FIFOResult        `json:"fifo,omitempty"`
+	Scale       []ScaleResult       `json:"scale,omitempty"`
+	Targets     []Target            `json:"targets,omitempty"`
+}
+
+func main() {
+	var (
+		redisAddr    = flag.String("redis", "127.0.0.1:6379", "redis-server address")
+		etcdEP       = flag.String("etcd", "", "etcd client URL (empty: skip etcd)")
+		etcdPID      = flag.Int("etcd-pid", 0, "etcd process id, for its CPU time from /proc")
+		peersF       = flag.String("peers", "fairlock,redislock,redsync,naive,etcd", "peers to run")
+		scenF        = flag.String("scenarios", "limit,uncontended,contended,contended-mp,fifo,scale", "scenarios to run")
+		out          = flag.String("out", "results", "output directory")
+		lease        = flag.Duration("lease", 10*time.Second, "lease TTL / expiry for every peer")
+		spin         = flag.Duration("spin", time.Millisecond, "retry delay of the spinning peers")
+		limitDur     = flag.Duration("limit-dur", 2*time.Second, "limit: duration of each measurement")
+		uncDur       = flag.Duration("uncontended-dur", 3*time.Second, "uncontended: duration per peer")
+		cWorkers     = flag.Int("contended-workers", 16, "contended: workers (one client each)")
+		cHold        = flag.Duration("contended-hold", time.Millisecond, "contended: hold time")
+		cDur         = flag.Duration("contended-dur", 10*time.Second, "contended: duration per peer")
+		mpProcs      = flag.Int("mp-procs", 4, "contended-mp: processes")
+		mpWorkers    = flag.Int("mp-workers", 4, "contended-mp: workers per process")
+		mpDur        = flag.Duration("mp-dur", 10*time.Second, "contended-mp: duration per peer")
+		fWaiters     = flag.Int("fifo-waiters", 20, "fifo: waiters")
+		fSpacing     = flag.Duration("fifo-spacing", 20*time.Millisecond, "fifo: arrival spacing")
+		fHold        = flag.Duration("fifo-hold", 0, "fifo: hold time of each waiter")
+		fRounds      = flag.Int("fifo-rounds", 3, "fifo: rounds per peer")
+		scaleOne     = flag.String("scale-single", "10,1000,10000", "scale: waiter counts on one name")
+		scaleNames   = flag.Int("scale-names", 1000, "scale: names of the many-names case (0 = skip)")
+		scalePer     = flag.Int("scale-per-name", 10, "scale: waiters per name in the many-names case")
+		scalePeers   = flag.String("scale-peers", "fairlock,naive", "scale: peers")
+		scalePeerMax = flag.Int("scale-peer-max", 1000, "scale: largest waiter count run for peers other than fairlock")
+		cpuprofile   = flag.String("cpuprofile", "", "write a CPU profile of the whole run")
+		reportOnly   = flag.Bool("report-only", false, "re-render results.md and chart.svg from results.json")
+		freeport     = flag.Bool("freeport", false, "print a free loopback TCP port and exit")
+
+		child       = flag.Bool("child", false, "internal: worker process of contended-mp")
+		childW      = flag.Int("child-workers", 4, "internal")
+		childIDBase = flag.Int("child-idbase", 0, "internal")
+		childName   = flag.String("child-name", "", "internal")
+	)
+	flag.Parse()
+	if *freeport {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(ln.Addr().(*net.TCPAddr).Port)
+		ln.Close()
+		return
+	}
+	e := &env{RedisAddr: *redisAddr, EtcdEndpoint: *etcdEP, SpinDelay: *spin, LeaseTTL: *lease}
+	if *child {
+		p, _ := peerByName(*peersF)
+		if err := childMain(p, e, *childW, *childIDBase, *childName, *cHold); err != nil {
+			log.Fatalf("child: %v", err)
+		}
+		return
+	}
+	if *reportOnly {
+		b, err := os.ReadFile(filepath.Join(*out, "results.json"))
+		if err != nil {
+			log.Fatal(err)
+		}
+		var res Results
+		if err := json.Unmarshal(b, &res); err != nil {
+			log.Fatal(err)
+		}
+		res.Targets = evalTargets(&res)
+		writeAll(*out, &res)
+		return
+	}
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
+
+	var peers []peer
+	for _, n := range strings.Split(*peersF, ",") {
+		p, ok := peerByName(strings.TrimSpace(n))
+		if !ok {
+			log.Fatalf("unknown peer %q", n)
+		}
+		peers = append(peers, p)
+	}
+	scen := map[string]bool{}
+	for _, s := range strings.Split(*scenF, ",") {
+		scen[strings.TrimSpace(s)] = true
+	}
+	mon := newMonitor(e.RedisAddr, *etcdPID)
+	ctx := context.Background()
+	if err := mon.cl.Ping(ctx).Err(); err != nil {
+		log.Fatalf("redis at %s: %v", e.RedisAddr, err)
+	}
+	res := &Results{Meta: meta(mon, e, peers)}
+	start := time.Now()
+	logf := func(format string, a ...any) {
+		fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
+	}
+	flush := func() {
+		res.Meta.ElapsedS = time.Since(start).Seconds()
+		res.Targets = evalTargets(res)
+		writeAll(*out, res)
+	}
+	clean := func() { mon.cl.FlushAll(ctx) }
+
+	if scen["limit"] {
+		l, err := runLimit(e, *limitDur)
+		if err != nil {
+			log.Fatalf("limit: %v", err)
+		}
+		res.Limit = &l
+		logf("limit: PING p50 %.0f µs, EVALSHA %.0f/s", l.PingP50us, l.EvalshaOpsPerSec)
+		clean()
+	}
+	if scen["uncontended"] {
+		for _, p := range peers {
+			r := runUncontended(p, e, mon, *uncDur)
+			res.Uncontended = append(res.Uncontended, r)
+			logf("uncontended %-9s %7.0f cycles/s p50 %6.0f µs %s", p.Name, r.CyclesPerSec, r.P50us, r.Note)
+			clean()
+		}
+		flush()
+	}
+	if scen["contended"] {
+		for _, p := range peers {
+			r := runContended(p, e, mon, *cWorkers, *cHold, *cDur, "contended")
+			res.Contended = append(res.Contended, r)
+			logf("contended %s %-9s %6.0f grants/s jain %.4f gap p50 %5.0f µs (release call %4.0f µs) wait p99 %6.1f ms RT/grant %.2f barging %.0f%% overlaps %d/%d %s",
+				r.Variant, p.Name, r.GrantsPerSec, r.Jain, r.GapP50us, r.ReleaseP50us, r.WaitP99us/1e3, r.RoundTripsPerGrant, r.BargingPct, r.Overlaps, r.OverlapsAtomic, r.Note)
+			clean()
+		}
+		flush()
+	}
+	if scen["contended-mp"] {
+		for _, p := range peers {
+			r := runContendedMP(p, e, mon, *mpProcs, *mpWorkers, *cHold, *mpDur, "contended-mp")
+			res.Contended = append(res.Contended, r)
+			logf("contended %s %-9s %6.0f grants/s jain %.4f gap p50 %5.0f µs (release call %4.0f µs) wait p99 %6.1f ms RT/grant %.2f barging %.0f%% overlaps %d/%d %s",
+				r.Variant, p.Name, r.GrantsPerSec, r.Jain, r.GapP50us, r.ReleaseP50us, r.WaitP99us/1e3, r.RoundTripsPerGrant, r.BargingPct, r.Overlaps, r.OverlapsAtomic, r.Note)
+			clean()
+		}
+		flush()
+	}
+	if scen["fifo"] {
+		for _, p := range peers {
+			r := runFIFO(p, e, *fWaiters, *fRounds, *fSpacing, *fHold)
+			res.FIFO = append(res.FIFO, r)
+			logf("fifo %-9s inversions %d/%d per hand-off %.0f µs %s", p.Name, r.Inversions, r.MaxInversions, r.PerHandoffus, r.Note)
+			clean()
+		}
+		flush()
+	}
+	if scen["scale"] {
+		sp := map[string]bool{}
+		for _, n := range strings.Split(*scalePeers, ",") {
+			sp[strings.TrimSpace(n)] = true
+		}
+		for _, p := range peers {
+			if !sp[p.Name] {
+				continue
+			}
+			run := func(names, per int, c string) {
+				if p.Name != "fairlock" && names*per > *scalePeerMax {
+					return
+				}
+				r := runScale(p, e, mon, names, per, c)
+				res.Scale = append(res.Scale, r)
+				logf("scale %-9s %-10s drain %8.1f ms, %.2f cmds/grant, %.2f RT/grant, %.0f B/waiter (heap %.0f), pubsub %d, used_memory %d %s",
+					p.Name, c, r.DrainMs, r.ServerCmdsPerGrant, r.RoundTripsPerGrant, r.HeapStackPerWaiter, r.HeapPerWaiter, r.PubsubConns, r.UsedMemoryPeak, r.Note)
+				clean()
+			}
+			for _, s := range strings.Split(*scaleOne, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(s))
+				if err != nil || n <= 0 {
+					continue
+				}
+				run(1, n, fmt.Sprintf("1x%d", n))
+			}
+			if *scaleNames > 0 {
+				run(*scaleNames, *scalePer, fmt.Sprintf("%dx%d", *scaleNames, *scalePer))
+			}
+		}
+	}
+	flush()
+	logf("wrote %s/results.{json,md}, chart.svg", *out)
+}
+
+func meta(mon *monitor, e *env, peers []peer) Meta {
+	m := Meta{
+		Date:      time.Now().UTC().Format("2006-01-02 15:04 UTC"),
+		Nproc:     runtime.NumCPU(),
+		GoVersion: runtime.Version(),
+		Args:      os.Args[1:],
+		LeaseTTL:  e.LeaseTTL.String(),
+		Spin:      e.SpinDelay.String(),
+	}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPU = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		m.LoadAvg = strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	m.RedisVersion = mon.serverInfo(context.Background(), "redis_version")
+	if e.EtcdEndpoint != "" {
+		if o, err := exec.Command("etcd", "--version").Output(); err == nil {
+			m.EtcdVersion = strings.TrimPrefix(strings.SplitN(string(o), "\n", 2)[0], "etcd Version: ")
+		}
+	}
+	for _, p := range peers {
+		m.Settings = append(m.Settings, p.Name+": "+p.Settings)
+	}
+	return m
+}

@@ -1,0 +1,374 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	rsgoredis "github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	"github.com/redis/go-redis/v9"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// counters are the client-side counts of one or more go-redis clients.
+type counters struct {
+	mu         sync.Mutex
+	byName     map[string]int64 // per command; EVALSHA by script name
+	roundTrips atomic.Int64     // one per Process call, one per pipeline
+	commands   atomic.Int64     // commands sent, pipelines counted per command
+	dials      atomic.Int64     // TCP connections opened (pool + pub/sub)
+}
+
+type countSnap struct {
+	RoundTrips, Commands, Dials int64
+	Names                       map[string]int64 `json:",omitempty"`
+}
+
+func (c *counters) snap() countSnap {
+	return countSnap{c.roundTrips.Load(), c.commands.Load(), c.dials.Load(), c.names()}
+}
+
+func (a countSnap) sub(b countSnap) countSnap {
+	return countSnap{a.RoundTrips - b.RoundTrips, a.Commands - b.Commands, a.Dials - b.Dials, subNames(a.Names, b.Names)}
+}
+
+// countHook is a redis.Hook counting round trips, commands and dials.
+type countHook struct{ c *counters }
+
+func (h countHook) DialHook(next redis.DialHook) redis.DialHook {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		h.c.dials.Add(1)
+		return next(ctx, network, addr)
+	}
+}
+
+// connInit reports commands go-redis sends when it opens a connection
+// (HELLO, CLIENT SETINFO): counted by name, not as the lock's round trips.
+func connInit(cmd redis.Cmder) bool {
+	switch strings.ToLower(cmd.Name()) {
+	case "hello", "auth", "select":
+		return true
+	case "client":
+		a := cmd.Args()
+		if len(a) > 1 {
+			s, _ := a[1].(string)
+			return strings.EqualFold(s, "setinfo") || strings.EqualFold(s, "setname")
+		}
+	}
+	return false
+}
+
+func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.c.count(cmd)
+		if !connInit(cmd) {
+			h.c.roundTrips.Add(1)
+			h.c.commands.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		n := 0
+		for _, cmd := range cmds {
+			h.c.count(cmd)
+			if !connInit(cmd) {
+				n++
+			}
+		}
+		if n > 0 {
+			h.c.roundTrips.Add(1)
+			h.c.commands.Add(int64(n))
+		}
+		return next(ctx, cmds)
+	}
+}
+
+func newRedisClient(addr string, c *counters) *redis.Client {
+	cl := redis.NewClient(&redis.Options{Addr: addr})
+	if c != nil {
+		cl.AddHook(countHook{c})
+	}
+	return cl
+}
+
+// unlockFunc releases a lock obtained by worker.Lock.
+type unlockFunc func(ctx context.Context) error
+
+// worker is one client of a lock implementation: its own connection(s).
+type worker interface {
+	Lock(ctx context.Context, name string) (unlockFunc, error)
+	Close() error
+}
+
+// peer builds workers. concurrent reports whether one worker may be used by
+// many goroutines at once (needed by the scale scenario).
+type peer struct {
+	Name       string
+	Settings   string
+	Redis      bool // talks to Redis (round trips counted by the hook)
+	Concurrent bool
+	New        func(env *env, c *counters) (worker, error)
+}
+
+type env struct {
+	RedisAddr    string
+	EtcdEndpoint string
+	SpinDelay    time.Duration
+	LeaseTTL     time.Duration
+}
+
+func token() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// ---------------------------------------------------------------- naive
+
+// compare-and-delete, the release every correct SET NX lock uses.
+var naiveRelease = redis.NewScript(`if redis.call("get", KEYS[1]) == ARGV[1] then return redis.call("del", KEYS[1]) else return 0 end`)
+
+type naiveWorker struct {
+	cl    *redis.Client
+	ttl   time.Duration
+	delay time.Duration
+}
+
+func (w *naiveWorker) Lock(ctx context.Context, name string) (unlockFunc, error) {
+	tok := token()
+	key := "naive:" + name
+	for {
+		ok, err := w.cl.SetNX(ctx, key, tok, w.ttl).Result()
+		if err != nil {
+			return nil, err
+		}
+		if ok {
+			return func(ctx context.Context) error {
+				return naiveRelease.Run(ctx, w.cl, []string{key}, tok).Err()
+			}, nil
+		}
+		t := time.NewTimer(w.delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (w *naiveWorker) Close() error { return w.cl.Close() }
+
+// ---------------------------------------------------------------- redislock
+
+type redislockWorker struct {
+	cl    *redis.Client
+	lc    *redislock.Client
+	ttl   time.Duration
+	delay time.Duration
+}
+
+func (w *redislockWorker) Lock(ctx context.Context, name string) (unlockFunc, error) {
+	// README: LinearBackoff with a context deadline for blocking acquisition.
+	// The strategy holds no state for linear backoff, but build one per call
+	// anyway, as its doc asks.
+	l, err := w.lc.Obtain(ctx, "redislock:"+name, w.ttl, &redislock.Options{
+		RetryStrategy: redislock.LinearBackoff(w.delay),
+	})
+	if err != nil {
+		return nil, err
+	}
+	return l.Release, nil
+}
+
+func (w *redislockWorker) Close() error { return w.cl.Close() }
+
+// ---------------------------------------------------------------- redsync
+
+type redsyncWorker struct {
+	cl    *redis.Client
+	rs    *redsync.Redsync
+	ttl   time.Duration
+	delay time.Duration
+}
+
+func (w *redsyncWorker) Lock(ctx context.Context, name string) (unlockFunc, error) {
+	m := w.rs.NewMutex("redsync:"+name,
+		redsync.WithExpiry(w.ttl),
+		redsync.WithTries(math.MaxInt32),
+		redsync.WithRetryDelay(w.delay))
+	if err := m.LockContext(ctx); err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		ok, err := m.UnlockContext(ctx)
+		if err == nil && !ok {
+			err = errors.New("redsync: unlock failed")
+		}
+		return err
+	}, nil
+}
+
+func (w *redsyncWorker) Close() error { return w.cl.Close() }
+
+// ---------------------------------------------------------------- etcd
+
+type etcdWorker struct {
+	cli  *clientv3.Client
+	sess *concurrency.Session
+}
+
+func (w *etcdWorker) Lock(ctx context.Context, name string) (unlockFunc, error) {
+	// One Mutex per session and name: a session's mutex key is prefix+leaseID,
+	// so a worker must not run two Locks at once (the scale scenario skips etcd).
+	m := concurrency.NewMutex(w.sess, "/bench-lock/"+name)
+	if err := m.Lock(ctx); err != nil {
+		return nil, err
+	}
+	return m.Unlock, nil
+}
+
+func (w *etcdWorker) Close() error {
+	w.sess.Close()
+	return w.cli.Close()
+}
+
+func newEtcdWorker(e *env) (worker, error) {
+	if e.EtcdEndpoint == "" {
+		return nil, errors.New("no etcd endpoint")
+	}
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints:   []string{e.EtcdEndpoint},
+		DialTimeout: 5 * time.Second,
+	})
+	if err != nil {
+		return nil, err
+	}
+	sess, err := concurrency.NewSession(cli, concurrency.WithTTL(int(math.Max(1, e.LeaseTTL.Seconds()))))
+	if err != nil {
+		cli.Close()
+		return nil, fmt.Errorf("etcd session: %w", err)
+	}
+	return &etcdWorker{cli: cli, sess: sess}, nil
+}
+
+// ---------------------------------------------------------------- registry
+
+func allPeers() []peer {
+	return []peer{
+		fairlockPeer(),
+		{
+			Name:       "redislock",
+			Settings:   "bsm/redislock v0.10.0, Obtain with RetryStrategy LinearBackoff(spin), ctx deadline, TTL=lease",
+			Redis:      true,
+			Concurrent: true,
+			New: func(e *env, c *counters) (worker, error) {
+				cl := newRedisClient(e.RedisAddr, c)
+				return &redislockWorker{cl: cl, lc: redislock.New(cl), ttl: e.LeaseTTL, delay: e.SpinDelay}, nil
+			},
+		},
+		{
+			Name:       "redsync",
+			Settings:   "go-redsync/redsync/v4 v4.18.1 + goredis/v9 pool, WithTries(MaxInt32), WithRetryDelay(spin), WithExpiry(lease)",
+			Redis:      true,
+			Concurrent: true,
+			New: func(e *env, c *counters) (worker, error) {
+				cl := newRedisClient(e.RedisAddr, c)
+				return &redsyncWorker{cl: cl, rs: redsync.New(rsgoredis.NewPool(cl)), ttl: e.LeaseTTL, delay: e.SpinDelay}, nil
+			},
+		},
+		{
+			Name:       "naive",
+			Settings:   "SET key tok NX PX lease; on failure sleep spin and retry; release = Lua compare-and-delete (EVALSHA)",
+			Redis:      true,
+			Concurrent: true,
+			New: func(e *env, c *counters) (worker, error) {
+				return &naiveWorker{cl: newRedisClient(e.RedisAddr, c), ttl: e.LeaseTTL, delay: e.SpinDelay}, nil
+			},
+		},
+		{
+			Name:     "etcd",
+			Settings: "go.etcd.io/etcd/client/v3 v3.7.3 concurrency.Mutex, one Session (TTL=lease) per worker, against Debian etcd-server",
+			New: func(e *env, c *counters) (worker, error) {
+				return newEtcdWorker(e)
+			},
+		},
+	}
+}
+
+func peerByName(name string) (peer, bool) {
+	for _, p := range allPeers() {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return peer{}, false
+}
+
+// scriptNames maps a script SHA1 to a readable name for the per-command
+// counts ("evalsha:release").
+var scriptNames = map[string]string{}
+
+func nameScript(name string, s *redis.Script) { scriptNames[s.Hash()] = name }
+
+func init() { nameScript("naive-release", naiveRelease) }
+
+func cmdName(cmd redis.Cmder) string {
+	n := strings.ToLower(cmd.Name())
+	if n == "evalsha" || n == "eval" {
+		args := cmd.Args()
+		if len(args) > 1 {
+			if s, ok := args[1].(string); ok {
+				if sn, ok := scriptNames[s]; ok {
+					return n + ":" + sn
+				}
+			}
+		}
+	}
+	return n
+}
+
+func (c *counters) count(cmd redis.Cmder) {
+	n := cmdName(cmd)
+	c.mu.Lock()
+	if c.byName == nil {
+		c.byName = map[string]int64{}
+	}
+	c.byName[n]++
+	c.mu.Unlock()
+}
+
+// names returns a copy of the per-command counts.
+func (c *counters) names() map[string]int64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := make(map[string]int64, len(c.byName))
+	for k, v := range c.byName {
+		m[k] = v
+	}
+	return m
+}
+
+func subNames(a, b map[string]int64) map[string]int64 {
+	m := map[string]int64{}
+	for k, v := range a {
+		if d := v - b[k]; d != 0 {
+			m[k] = d
+		}
+	}
+	return m
+}

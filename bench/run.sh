@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Runs the whole benchmark: starts its own redis-server (and etcd, if
+# installed) on free loopback ports, runs every scenario, writes
+# results/results.{md,json} and results/chart.svg, and stops the servers.
+# Extra arguments are passed to the benchmark program (see `bin/bench -h`).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+mkdir -p bin results
+if [ -z "${BENCH_NOBUILD:-}" ]; then # BENCH_NOBUILD=1: use the bin/bench already built
+	TAGS=fairlock
+	if ! (cd .. && go build ./fairlock/ 2>/dev/null); then
+		echo "run.sh: the fairlock package does not build; benchmarking the peers only" >&2
+		TAGS=nofairlock
+	fi
+	go build -tags "$TAGS" -o bin/bench .
+fi
+
+if ! command -v redis-server >/dev/null; then
+	echo "run.sh: redis-server not found (apt-get install -y redis-server)" >&2
+	exit 1
+fi
+WORK=$(mktemp -d)
+PIDS=()
+cleanup() {
+	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+	rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+RPORT=$(bin/bench -freeport)
+redis-server --port "$RPORT" --bind 127.0.0.1 --save "" --appendonly no \
+	--dir "$WORK" --logfile "$WORK/redis.log" --slowlog-log-slower-than 1000 &
+PIDS+=($!)
+
+ETCD_ARGS=()
+if command -v etcd >/dev/null; then
+	CPORT=$(bin/bench -freeport)
+	PPORT=$(bin/bench -freeport)
+	while [ "$PPORT" = "$CPORT" ]; do PPORT=$(bin/bench -freeport); done
+	etcd --name bench --data-dir "$WORK/etcd" \
+		--listen-client-urls "http://127.0.0.1:$CPORT" --advertise-client-urls "http://127.0.0.1:$CPORT" \
+		--listen-peer-urls "http://127.0.0.1:$PPORT" --initial-advertise-peer-urls "http://127.0.0.1:$PPORT" \
+		--initial-cluster "bench=http://127.0.0.1:$PPORT" --log-level error >"$WORK/etcd.log" 2>&1 &
+	EPID=$!
+	PIDS+=($EPID)
+	ETCD_ARGS=(-etcd "http://127.0.0.1:$CPORT" -etcd-pid "$EPID")
+else
+	echo "run.sh: etcd not found (apt-get install -y etcd-server); etcd is skipped" >&2
+	ETCD_ARGS=(-peers fairlock,redislock,redsync,naive)
+fi
+
+for i in $(seq 100); do
+	bash -c "exec 3<>/dev/tcp/127.0.0.1/$RPORT" 2>/dev/null && break
+	sleep 0.05
+done
+if [ "${ETCD_ARGS[0]}" = "-etcd" ]; then
+	for i in $(seq 100); do
+		bash -c "exec 3<>/dev/tcp/127.0.0.1/$CPORT" 2>/dev/null && break
+		sleep 0.1
+	done
+fi
+
+bin/bench -redis "127.0.0.1:$RPORT" "${ETCD_ARGS[@]}" -out results "$@"

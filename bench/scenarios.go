@@ -1,0 +1,460 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ---------------------------------------------------------------- limit
+
+type LimitResult struct {
+	PingP50us        float64 `json:"ping_p50_us"`
+	PingP99us        float64 `json:"ping_p99_us"`
+	PingOpsPerSec    float64 `json:"ping_ops_per_s"`
+	EvalshaP50us     float64 `json:"evalsha_p50_us"`
+	EvalshaOpsPerSec float64 `json:"evalsha_ops_per_s"`
+	EvalshaPipelined float64 `json:"evalsha_pipelined_ops_per_s"`
+	PipelineDepth    int     `json:"pipeline_depth"`
+	NotifyP50us      float64 `json:"notify_p50_us"`
+	NotifyP99us      float64 `json:"notify_p99_us"`
+}
+
+// a script of the size of a lock acquire: one SET NX PX and a TIME call.
+var limitScript = redis.NewScript(`local t = redis.call('TIME') redis.call('SET', KEYS[1], ARGV[1], 'PX', 10000) return t[1]`)
+
+func runLimit(e *env, dur time.Duration) (LimitResult, error) {
+	var r LimitResult
+	cl := redis.NewClient(&redis.Options{Addr: e.RedisAddr, PoolSize: 1})
+	defer cl.Close()
+	ctx := context.Background()
+	if err := cl.Ping(ctx).Err(); err != nil {
+		return r, err
+	}
+	lat := make([]int64, 0, 1<<16)
+	t0 := mono()
+	end := t0 + int64(dur)
+	for mono() < end {
+		a := mono()
+		if err := cl.Ping(ctx).Err(); err != nil {
+			return r, err
+		}
+		lat = append(lat, mono()-a)
+	}
+	r.PingP50us, r.PingP99us = us(percentile(lat, 50)), us(percentile(lat, 99))
+	r.PingOpsPerSec = float64(len(lat)) / (float64(mono()-t0) / 1e9)
+
+	if err := limitScript.Load(ctx, cl).Err(); err != nil {
+		return r, err
+	}
+	lat = lat[:0]
+	t0 = mono()
+	end = t0 + int64(dur)
+	for mono() < end {
+		a := mono()
+		if err := limitScript.EvalSha(ctx, cl, []string{"limit:k"}, "v").Err(); err != nil {
+			return r, err
+		}
+		lat = append(lat, mono()-a)
+	}
+	r.EvalshaP50us = us(percentile(lat, 50))
+	r.EvalshaOpsPerSec = float64(len(lat)) / (float64(mono()-t0) / 1e9)
+
+	r.PipelineDepth = 64
+	n := 0
+	t0 = mono()
+	end = t0 + int64(dur/2)
+	for mono() < end {
+		pipe := cl.Pipeline()
+		for i := 0; i < r.PipelineDepth; i++ {
+			limitScript.EvalSha(ctx, pipe, []string{"limit:k"}, "v")
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return r, err
+		}
+		n += r.PipelineDepth
+	}
+	r.EvalshaPipelined = float64(n) / (float64(mono()-t0) / 1e9)
+
+	// The floor of any pub/sub hand-off: from the PUBLISH call to a second
+	// goroutine woken by the subscriber's reader (the path of a grant message).
+	sub := redis.NewClient(&redis.Options{Addr: e.RedisAddr})
+	defer sub.Close()
+	ps := sub.Subscribe(ctx, "limit:notify")
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		return r, err
+	}
+	got := make(chan int64)
+	go func() {
+		for {
+			if _, err := ps.ReceiveMessage(ctx); err != nil {
+				close(got)
+				return
+			}
+			got <- mono()
+		}
+	}()
+	lat = lat[:0]
+	end = mono() + int64(dur/2)
+	for mono() < end {
+		a := mono()
+		if err := cl.Publish(ctx, "limit:notify", "x").Err(); err != nil {
+			return r, err
+		}
+		b, ok := <-got
+		if !ok {
+			break
+		}
+		lat = append(lat, b-a)
+	}
+	r.NotifyP50us, r.NotifyP99us = us(percentile(lat, 50)), us(percentile(lat, 99))
+	return r, nil
+}
+
+// ---------------------------------------------------------------- uncontended
+
+type UncontendedResult struct {
+	Peer                string  `json:"peer"`
+	Cycles              int     `json:"cycles"`
+	CyclesPerSec        float64 `json:"cycles_per_s"`
+	P50us               float64 `json:"p50_us"`
+	P99us               float64 `json:"p99_us"`
+	RoundTripsPerCycle  float64 `json:"round_trips_per_cycle"`
+	ServerCmdsPerCycle  float64 `json:"server_cmds_per_cycle"`
+	ServerCPUusPerCycle float64 `json:"server_cpu_us_per_cycle"`
+	Note                string  `json:"note,omitempty"`
+}
+
+func runUncontended(p peer, e *env, mon *monitor, dur time.Duration) UncontendedResult {
+	r := UncontendedResult{Peer: p.Name}
+	set, err := newWorkerSet(p, e, 1)
+	if err != nil {
+		r.Note = "setup: " + err.Error()
+		return r
+	}
+	defer set.close()
+	w := set.ws[0]
+	ctx := context.Background()
+	s0, _ := mon.snap(ctx)
+	c0 := set.c.snap()
+	lat := make([]int64, 0, 1<<15)
+	t0 := mono()
+	end := t0 + int64(dur)
+	for mono() < end {
+		a := mono()
+		u, err := w.Lock(ctx, "uncontended")
+		if err == nil {
+			err = u(ctx)
+		}
+		if err != nil {
+			r.Note = err.Error()
+			break
+		}
+		lat = append(lat, mono()-a)
+	}
+	el := mono() - t0
+	cs := set.c.snap().sub(c0)
+	s1, _ := mon.snap(ctx)
+	sd := diffServer(s0, s1)
+	r.Cycles = len(lat)
+	r.CyclesPerSec = float64(len(lat)) / (float64(el) / 1e9)
+	r.P50us, r.P99us = us(percentile(lat, 50)), us(percentile(lat, 99))
+	if n := float64(len(lat)); n > 0 {
+		if p.Redis {
+			r.RoundTripsPerCycle = float64(cs.RoundTrips) / n
+			r.ServerCmdsPerCycle = float64(sd.Commands) / n
+			r.ServerCPUusPerCycle = float64(sd.CPUus) / n
+		} else {
+			r.ServerCPUusPerCycle = float64(sd.EtcdCPUus) / n
+		}
+	}
+	return r
+}
+
+// ---------------------------------------------------------------- FIFO
+
+type FIFOResult struct {
+	Peer          string  `json:"peer"`
+	Waiters       int     `json:"waiters"`
+	Rounds        int     `json:"rounds"`
+	SpacingMs     float64 `json:"spacing_ms"`
+	Inversions    int     `json:"inversions"`
+	MaxInversions int     `json:"max_inversions"`
+	DrainMs       float64 `json:"drain_ms"` // mean per round
+	PerHandoffus  float64 `json:"per_handoff_us"`
+	GapP50us      float64 `json:"gap_p50_us"`
+	Note          string  `json:"note,omitempty"`
+}
+
+func runFIFO(p peer, e *env, n, rounds int, spacing, hold time.Duration) FIFOResult {
+	r := FIFOResult{Peer: p.Name, Waiters: n, Rounds: rounds, SpacingMs: spacing.Seconds() * 1e3, MaxInversions: rounds * n * (n - 1) / 2}
+	set, err := newWorkerSet(p, e, n+1)
+	if err != nil {
+		r.Note = "setup: " + err.Error()
+		return r
+	}
+	defer set.close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var drains, gaps []int64
+	for round := 0; round < rounds; round++ {
+		name := "fifo-" + strconv.Itoa(round)
+		hu, err := set.ws[n].Lock(ctx, name)
+		if err != nil {
+			r.Note = err.Error()
+			return r
+		}
+		recs := make([]rec, n)
+		var wg sync.WaitGroup
+		base := mono()
+		for i := 0; i < n; i++ {
+			sleepUntil(base + int64(i)*int64(spacing))
+			wg.Add(1)
+			go func(i int) {
+				defer wg.Done()
+				t0 := mono()
+				u, err := set.ws[i].Lock(ctx, name)
+				tg := mono()
+				if err != nil {
+					return
+				}
+				if hold > 0 {
+					time.Sleep(hold)
+				}
+				recs[i] = rec{W: i, T0: t0, TG: tg, TR: mono()}
+				u(ctx)
+			}(i)
+		}
+		sleepUntil(base + int64(n)*int64(spacing))
+		tr0 := mono()
+		if err := hu(ctx); err != nil {
+			r.Note = "holder release: " + err.Error()
+		}
+		wg.Wait()
+		// inversions: pairs granted against arrival order
+		var last int64
+		for i := 0; i < n; i++ {
+			if recs[i].TG == 0 {
+				r.Note = "a waiter failed"
+				continue
+			}
+			last = max(last, recs[i].TG)
+			for j := i + 1; j < n; j++ {
+				if recs[j].TG != 0 && recs[j].TG < recs[i].TG {
+					r.Inversions++
+				}
+			}
+		}
+		drains = append(drains, last-tr0)
+		sorted := append([]rec(nil), recs...)
+		sort.Slice(sorted, func(i, j int) bool { return sorted[i].TG < sorted[j].TG })
+		prev := tr0
+		for _, x := range sorted {
+			if x.TG == 0 {
+				continue
+			}
+			gaps = append(gaps, x.TG-prev)
+			prev = x.TR
+		}
+	}
+	var sum int64
+	for _, d := range drains {
+		sum += d
+	}
+	r.DrainMs = float64(sum) / float64(len(drains)) / 1e6
+	r.PerHandoffus = r.DrainMs * 1e3 / float64(n)
+	r.GapP50us = us(percentile(gaps, 50))
+	return r
+}
+
+// ---------------------------------------------------------------- scale
+
+type ScaleResult struct {
+	Peer                string           `json:"peer"`
+	Case                string           `json:"case"`
+	Names               int              `json:"names"`
+	PerName             int              `json:"per_name"`
+	Waiters             int              `json:"waiters"`
+	Granted             int              `json:"granted"`
+	EnqueueMs           float64          `json:"enqueue_ms"`
+	DrainMs             float64          `json:"drain_ms"`
+	PerGrantus          float64          `json:"per_grant_us"`
+	RoundTripsPerGrant  float64          `json:"round_trips_per_grant"`
+	ServerCmdsPerGrant  float64          `json:"server_cmds_per_grant"`
+	DrainCmdsPerGrant   float64          `json:"drain_server_cmds_per_grant"`
+	HeapPerWaiter       float64          `json:"heap_bytes_per_waiter"`
+	HeapStackPerWaiter  float64          `json:"heap_stack_bytes_per_waiter"`
+	PubsubConns         int              `json:"pubsub_conns"`
+	Lockers             int              `json:"lockers"`
+	Dials               int64            `json:"dials"`
+	UsedMemoryPeak      int64            `json:"used_memory_peak"`
+	UsedMemoryPerWaiter float64          `json:"used_memory_per_waiter"`
+	DrainRTPerGrant     float64          `json:"drain_round_trips_per_grant"`
+	ClientCalls         map[string]int64 `json:"client_calls,omitempty"`
+	EvalUsec            float64          `json:"evalsha_server_us_per_call,omitempty"`
+	Slowlog             []SlowEntry      `json:"slowlog,omitempty"`
+	Cmdstats            map[string]int64 `json:"cmdstats,omitempty"`
+	Note                string           `json:"note,omitempty"`
+}
+
+type queuedReporter interface {
+	Queued(ctx context.Context, name string) (int, error)
+}
+
+func runScale(p peer, e *env, mon *monitor, names, perName int, caseName string) ScaleResult {
+	N := names * perName
+	r := ScaleResult{Peer: p.Name, Case: caseName, Names: names, PerName: perName, Waiters: N, Lockers: 3}
+	if !p.Concurrent {
+		r.Note = "skipped: one client cannot run concurrent waiters"
+		return r
+	}
+	// holder and waiters: two workers (for fairlock: two Lockers); a third,
+	// uncounted probe checks the queue length.
+	set, err := newWorkerSet(p, e, 2)
+	if err != nil {
+		r.Note = "setup: " + err.Error()
+		return r
+	}
+	defer set.close()
+	probeC := &counters{}
+	probe, err := p.New(e, probeC)
+	if err != nil {
+		r.Note = "probe: " + err.Error()
+		return r
+	}
+	defer probe.Close()
+	holder, w := set.ws[0], set.ws[1]
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	nameOf := func(i int) string {
+		if names == 1 {
+			return "scale-" + caseName
+		}
+		return fmt.Sprintf("scale-%s-%d", caseName, i)
+	}
+
+	for i := 0; i < 4; i++ {
+		runtime.GC()
+	}
+	var m0, m1 runtime.MemStats
+	runtime.ReadMemStats(&m0)
+	mon.slowlogReset(ctx)
+	s0, _ := mon.snap(ctx)
+	c0 := set.c.snap()
+	p0 := probeC.commands.Load()
+
+	unlocks := make([]unlockFunc, names)
+	for i := range unlocks {
+		if unlocks[i], err = holder.Lock(ctx, nameOf(i)); err != nil {
+			r.Note = "holder: " + err.Error()
+			return r
+		}
+	}
+	var (
+		wg      sync.WaitGroup
+		called  atomic.Int64
+		granted atomic.Int64
+		lastTG  atomic.Int64
+		errs    atomic.Int64
+	)
+	tEnq := mono()
+	for i := 0; i < N; i++ {
+		wg.Add(1)
+		go func(name string) {
+			defer wg.Done()
+			called.Add(1)
+			u, err := w.Lock(ctx, name)
+			if err != nil {
+				errs.Add(1)
+				return
+			}
+			t := mono()
+			for {
+				l := lastTG.Load()
+				if t <= l || lastTG.CompareAndSwap(l, t) {
+					break
+				}
+			}
+			granted.Add(1)
+			u(ctx)
+		}(nameOf(i % names))
+	}
+	// wait until every waiter is in the queue
+	for called.Load() < int64(N) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if q, ok := probe.(queuedReporter); ok {
+		for i := 0; i < names; i++ {
+			for {
+				n, err := q.Queued(ctx, nameOf(i))
+				if err != nil {
+					r.Note = "inspect: " + err.Error()
+					break
+				}
+				if n >= perName || ctx.Err() != nil {
+					break
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		}
+	} else {
+		time.Sleep(200 * time.Millisecond)
+	}
+	r.EnqueueMs = float64(mono()-tEnq) / 1e6
+	// several GCs: each may halve a stack that is mostly unused, as it
+	// would be during a long wait
+	for i := 0; i < 4; i++ {
+		runtime.GC()
+	}
+	runtime.ReadMemStats(&m1)
+	r.HeapPerWaiter = float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc)) / float64(N)
+	r.HeapStackPerWaiter = float64(int64(m1.HeapAlloc+m1.StackInuse)-int64(m0.HeapAlloc+m0.StackInuse)) / float64(N)
+	sPeak, _ := mon.snap(ctx)
+	r.UsedMemoryPeak = sPeak.UsedMemory
+	r.UsedMemoryPerWaiter = float64(sPeak.UsedMemory-s0.UsedMemory) / float64(N)
+	r.PubsubConns, _ = mon.pubsubClients(ctx)
+	pPeak := probeC.commands.Load()
+	cPeak := set.c.snap()
+
+	// drain
+	tr0 := mono()
+	for _, u := range unlocks {
+		if err := u(ctx); err != nil {
+			r.Note = "holder release: " + err.Error()
+		}
+	}
+	wg.Wait()
+	r.DrainMs = float64(lastTG.Load()-tr0) / 1e6
+	r.Granted = int(granted.Load())
+	if r.Granted > 0 {
+		r.PerGrantus = r.DrainMs * 1e3 / float64(r.Granted)
+	}
+	s1, _ := mon.snap(ctx)
+	cs := set.c.snap().sub(c0)
+	r.Dials = cs.Dials
+	r.Slowlog = mon.slowlog(ctx, 5)
+	sd := diffServer(s0, s1)
+	probeCmds := probeC.commands.Load() - p0
+	sdDrain := diffServer(sPeak, s1)
+	if n := float64(r.Granted); n > 0 {
+		r.RoundTripsPerGrant = float64(cs.RoundTrips) / n
+		r.ServerCmdsPerGrant = float64(sd.Commands-probeCmds) / n
+		r.DrainCmdsPerGrant = float64(sdDrain.Commands-(probeC.commands.Load()-pPeak)) / n
+		r.DrainRTPerGrant = float64(set.c.snap().sub(cPeak).RoundTrips) / n
+	}
+	r.Cmdstats = sd.Cmdstats
+	r.ClientCalls = cs.Names
+	r.EvalUsec = sd.UsecPer["evalsha"]
+	if e := errs.Load(); e > 0 {
+		r.Note += fmt.Sprintf(" %d waiters failed", e)
+	}
+	return r
+}
