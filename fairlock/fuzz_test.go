@@ -1,0 +1,364 @@
+package fairlock
+
+// Fuzz targets of the code that turns untrusted input into Redis keys,
+// options, and script replies into values. CI runs each for a few seconds
+// (go test -fuzz=FuzzX -fuzztime=5s ./fairlock/); the seed corpus below and
+// in testdata/fuzz runs with every plain `go test`.
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/fairlock/fairlock/internal/redistest"
+)
+
+var nameSeeds = []string{
+	"a", "orders", "{", "}", "{}", "}{", "%", "%7B", "%25", "%7D", "{a}", "a:b", "a b", "\x00", "\xff\xfe",
+	"%%7B", "{%}", "x}:lock", ":{", "name with spaces", "日本語", strings.Repeat("z", 300),
+}
+
+// unescapeName inverts nameEscaper.
+func unescapeName(s string) (string, bool) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+2 >= len(s) {
+			return "", false
+		}
+		switch s[i+1 : i+3] {
+		case "25":
+			b.WriteByte('%')
+		case "7B":
+			b.WriteByte('{')
+		case "7D":
+			b.WriteByte('}')
+		default:
+			return "", false
+		}
+		i += 2
+	}
+	return b.String(), true
+}
+
+// hashTag is what Redis Cluster hashes: the text between the first '{' and
+// the first '}' after it, if that is not empty; else the whole key.
+func hashTag(key string) string {
+	i := strings.IndexByte(key, '{')
+	if i < 0 {
+		return key
+	}
+	j := strings.IndexByte(key[i+1:], '}')
+	if j <= 0 {
+		return key
+	}
+	return key[i+1 : i+1+j]
+}
+
+// checkKeys verifies the key layout of one (prefix, name).
+func checkKeys(t *testing.T, prefix, name string) []string {
+	t.Helper()
+	keys := lockKeys(prefix, name)
+	if len(keys) != 4 {
+		t.Fatalf("lockKeys(%q, %q) returned %d keys", prefix, name, len(keys))
+	}
+	esc := nameEscaper.Replace(name)
+	if strings.ContainsAny(esc, "{}") {
+		t.Fatalf("escaped name %q still contains a brace", esc)
+	}
+	back, ok := unescapeName(esc)
+	if !ok || back != name {
+		t.Fatalf("escape of %q is %q, which does not read back (got %q, %v)", name, esc, back, ok)
+	}
+	suffixes := []string{"lock", "queue", "alive", "fence"}
+	for i, k := range keys {
+		if got := hashTag(k); got != esc {
+			t.Fatalf("key %q of name %q hashes on %q, want the escaped name %q", k, name, got, esc)
+		}
+		want := "{" + esc + "}:" + suffixes[i]
+		if prefix != "" {
+			want = prefix + ":" + want
+		}
+		if k != want {
+			t.Fatalf("key %d of (%q, %q) = %q, want %q", i, prefix, name, k, want)
+		}
+	}
+	return keys
+}
+
+// FuzzLockKeys: every name maps to four keys in one hash slot, the mapping
+// reads back, and two different (prefix, name) pairs never share a key.
+func FuzzLockKeys(f *testing.F) {
+	for _, n := range nameSeeds {
+		f.Add("fairlock", n, "fairlock", n+"x")
+		f.Add("", n, "x", n)
+	}
+	f.Add("a", "b:{c}", "a:{b", "c}")
+	f.Add("a:", "b", "a", ":b")
+	f.Fuzz(func(t *testing.T, p1, n1, p2, n2 string) {
+		valid := func(p, n string) bool { return !strings.ContainsAny(p, "{}") && checkName(n) == nil }
+		if !valid(p1, n1) || !valid(p2, n2) {
+			if n1 == "" && checkName(n1) == nil {
+				t.Fatal("empty name accepted")
+			}
+			return
+		}
+		k1, k2 := checkKeys(t, p1, n1), checkKeys(t, p2, n2)
+		same := p1 == p2 && n1 == n2
+		for _, a := range k1 {
+			for _, b := range k2 {
+				if a == b && !same {
+					t.Fatalf("(%q, %q) and (%q, %q) share the key %q", p1, n1, p2, n2, a)
+				}
+			}
+		}
+	})
+}
+
+// FuzzOptions: New never panics, accepts exactly the valid options, and a
+// valid Locker has a positive heartbeat no longer than a third of either TTL.
+func FuzzOptions(f *testing.F) {
+	f.Add(int64(time.Second), int64(time.Second), "fairlock", true)
+	f.Add(int64(time.Millisecond), int64(time.Millisecond), "", false)
+	f.Add(int64(time.Millisecond-1), int64(time.Second), "p", true)
+	f.Add(int64(0), int64(-1), "p", true)
+	f.Add(int64(math.MaxInt64), int64(math.MaxInt64), "p{", true)
+	f.Add(int64(math.MinInt64), int64(time.Hour), "}", true)
+	f.Add(int64(100*time.Millisecond), int64(3*time.Second), "a:b c", false)
+	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never contacted by New
+	f.Cleanup(func() { client.Close() })
+	f.Fuzz(func(t *testing.T, lease, waiter int64, prefix string, renew bool) {
+		l, err := New(client, WithLeaseTTL(time.Duration(lease)), WithWaiterTTL(time.Duration(waiter)),
+			WithKeyPrefix(prefix), WithAutoRenew(renew))
+		valid := lease >= int64(time.Millisecond) && waiter >= int64(time.Millisecond) && !strings.ContainsAny(prefix, "{}")
+		if err != nil {
+			if valid {
+				t.Fatalf("valid options refused: lease %v waiter %v prefix %q: %v", time.Duration(lease), time.Duration(waiter), prefix, err)
+			}
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("bad option error %v does not match ErrInvalid", err)
+			}
+			return
+		}
+		defer l.Close()
+		if !valid {
+			t.Fatalf("invalid options accepted: lease %v waiter %v prefix %q", time.Duration(lease), time.Duration(waiter), prefix)
+		}
+		hb := l.Heartbeat()
+		if hb <= 0 || hb > time.Duration(lease)/3+1 || hb > time.Duration(waiter)/3+1 {
+			t.Fatalf("heartbeat %v for lease %v waiter %v", hb, time.Duration(lease), time.Duration(waiter))
+		}
+		if l.cfg.leaseTTL.Milliseconds() < 1 || l.cfg.waiterTTL.Milliseconds() < 1 {
+			t.Fatalf("a TTL rounds to %d/%d ms: Redis would get PX 0", l.cfg.leaseTTL.Milliseconds(), l.cfg.waiterTTL.Milliseconds())
+		}
+		if _, notifyPrefix := l.notifyArgs(lockKeys(prefix, "x")); !strings.HasPrefix(notifyPrefix, prefix) || strings.ContainsAny(notifyPrefix, "{}") {
+			t.Fatalf("notify prefix %q from key prefix %q", notifyPrefix, prefix)
+		}
+	})
+}
+
+// decodeReply turns fuzz bytes into a value shaped like go-redis script
+// replies: int64, string, nil, redis.Error-like errors and nested []any.
+func decodeReply(b []byte, depth int) (any, []byte) {
+	if len(b) == 0 {
+		return nil, b
+	}
+	tag, b := b[0], b[1:]
+	switch tag % 6 {
+	case 0:
+		return nil, b
+	case 1:
+		if len(b) < 8 {
+			return int64(len(b)), nil
+		}
+		return int64(binary.LittleEndian.Uint64(b)), b[8:]
+	case 2:
+		n := 0
+		if len(b) > 0 {
+			n, b = int(b[0])%32, b[1:]
+		}
+		n = min(n, len(b))
+		return string(b[:n]), b[n:]
+	case 3:
+		if depth > 3 {
+			return nil, b
+		}
+		n := 0
+		if len(b) > 0 {
+			n, b = int(b[0])%8, b[1:]
+		}
+		arr := make([]any, 0, n)
+		for i := 0; i < n; i++ {
+			var v any
+			v, b = decodeReply(b, depth+1)
+			arr = append(arr, v)
+		}
+		return arr, b
+	case 4:
+		return float64(len(b)), b
+	default:
+		return int64(int8(tag)), b
+	}
+}
+
+// FuzzReplies: the parsers of every script reply (acquire and heartbeat:
+// parseInts; inspect: parseInspect; grant messages: parseGrant) never panic,
+// and what they accept is exactly what was there.
+func FuzzReplies(f *testing.F) {
+	enc := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	i64 := func(v int64) []byte {
+		b := make([]byte, 9)
+		b[0] = 1
+		binary.LittleEndian.PutUint64(b[1:], uint64(v))
+		return b
+	}
+	str := func(s string) []byte { return append([]byte{2, byte(len(s))}, s...) }
+	arr := func(n int) []byte { return []byte{3, byte(n)} }
+	f.Add(enc(arr(2), i64(1), i64(1795989491926942)), "tok:1 1795989491926942")
+	f.Add(enc(arr(2), i64(2), i64(3)), "a:b:c 12")
+	f.Add(enc(arr(4), str("locker:1"), i64(345), i64(1795989491926942), i64(3)), "x 0")
+	f.Add(enc(arr(4), str(""), i64(-2), i64(0), i64(0)), " 5")
+	f.Add(enc(arr(3), i64(1), i64(-1), i64(0)), "tok -7")
+	f.Add(enc(arr(4), i64(1), i64(2), i64(3), i64(4)), "tok 9223372036854775808")
+	f.Add([]byte{4}, "tok  12")
+	f.Add([]byte{}, "")
+	f.Fuzz(func(t *testing.T, data []byte, payload string) {
+		reply, _ := decodeReply(data, 0)
+		for _, n := range []int{0, 1, 2, 3, 5} {
+			vals, err := parseInts(reply, n)
+			if err != nil {
+				continue
+			}
+			arr, ok := reply.([]any)
+			if !ok || (n > 0 && len(vals) != n) || len(vals) != len(arr) {
+				t.Fatalf("parseInts(%#v, %d) = %v: wrong length", reply, n, vals)
+			}
+			for i, v := range vals {
+				if arr[i] != any(v) {
+					t.Fatalf("parseInts(%#v, %d)[%d] = %d", reply, n, i, v)
+				}
+			}
+		}
+		holder, ttl, fence, waiters, err := parseInspect(reply)
+		if err == nil {
+			arr, ok := reply.([]any)
+			if !ok || len(arr) != 4 || arr[0] != any(holder) || arr[1] != any(ttl) || arr[2] != any(fence) || arr[3] != any(waiters) {
+				t.Fatalf("parseInspect(%#v) = %q %d %d %d", reply, holder, ttl, fence, waiters)
+			}
+		}
+		token, fence, ok := parseGrant(payload)
+		if ok {
+			if token == "" || strings.Contains(token, " ") || fence <= 0 {
+				t.Fatalf("parseGrant(%q) accepted token %q fence %d", payload, token, fence)
+			}
+			if payload != token+" "+strconv.FormatInt(fence, 10) {
+				// strconv accepts "+5" and "05": harmless, but say what came back.
+				if _, err := strconv.ParseInt(payload[len(token)+1:], 10, 64); err != nil {
+					t.Fatalf("parseGrant(%q) accepted an unparsable fence", payload)
+				}
+			}
+		}
+		// What the scripts publish always reads back.
+		if tok, _, _ := strings.Cut(payload, " "); tok != "" {
+			for _, fv := range []int64{1, 1795989491926942, math.MaxInt64} {
+				msg := tok + " " + strconv.FormatInt(fv, 10)
+				gt, gf, gok := parseGrant(msg)
+				if !gok || gt != tok || gf != fv {
+					t.Fatalf("parseGrant(%q) = %q %d %v", msg, gt, gf, gok)
+				}
+			}
+		}
+	})
+}
+
+// FuzzNamesOnRedis runs fuzzed names through the real scripts on a real
+// redis-server: the lock is taken, seen by Inspect under its own name only,
+// stored under exactly the keys lockKeys gives, all in one cluster slot, and
+// released.
+func FuzzNamesOnRedis(f *testing.F) {
+	for _, n := range nameSeeds {
+		f.Add(n, n+"\x00")
+	}
+	f.Add("a%7Bb", "a{b")
+	f.Add("a%25", "a%")
+	srv := redistest.Start(f)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	f.Cleanup(func() { client.Close() })
+	l, err := New(client, WithLeaseTTL(5*time.Second), WithWaiterTTL(5*time.Second))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { l.Close() })
+	f.Fuzz(func(t *testing.T, name, other string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if name == "" {
+			if _, err := l.TryAcquire(ctx, name); !errors.Is(err, ErrInvalid) {
+				t.Fatalf("empty name: %v, want ErrInvalid", err)
+			}
+			return
+		}
+		lease, err := l.TryAcquire(ctx, name)
+		if err != nil {
+			t.Fatalf("TryAcquire(%q): %v", name, err)
+		}
+		defer lease.Release(ctx) //nolint:errcheck // released below; this is for Fatal paths
+		st, err := l.Inspect(ctx, name)
+		if err != nil || !st.Held || st.Holder != lease.Token() || st.Fence != lease.Fence() {
+			t.Fatalf("Inspect(%q) = %+v, %v; lease %s fence %d", name, st, err, lease.Token(), lease.Fence())
+		}
+		keys := lockKeys(DefaultKeyPrefix, name)
+		if n, err := client.Exists(ctx, keys[0], keys[3]).Result(); err != nil || n != 2 {
+			t.Fatalf("lock and fence keys of %q: exists=%d %v (keys %q)", name, n, err, keys)
+		}
+		slot := keySlot(keys[0])
+		for _, k := range keys {
+			if keySlot(k) != slot {
+				t.Fatalf("keys of %q in different slots: %q", name, keys)
+			}
+		}
+		if other != "" && other != name {
+			ost, err := l.Inspect(ctx, other)
+			if err != nil || ost.Held {
+				t.Fatalf("holding %q makes %q look held: %+v %v", name, other, ost, err)
+			}
+		}
+		if err := lease.Release(ctx); err != nil {
+			t.Fatalf("Release(%q): %v", name, err)
+		}
+		if n, _ := client.Exists(ctx, keys[0]).Result(); n != 0 {
+			t.Fatalf("lock key of %q left after Release", name)
+		}
+	})
+}
+
+// keySlot is Redis Cluster's CRC16 slot of a key, hash tags included.
+func keySlot(key string) uint16 {
+	return crc16(hashTag(key)) % 16384
+}
+
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := 0; i < len(s); i++ {
+		crc ^= uint16(s[i]) << 8
+		for j := 0; j < 8; j++ {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
