@@ -795,7 +795,7 @@ func failoverReport(t *testing.T, what string, ls []*fairlock.Locker, names []st
 	t.Logf("%s failover: overlapping grants (two holders at once) %d [%d before the kill], fence regressions %d, leases lost while held %d, Release ErrNotHeld/errors %d, Acquire errors %d (%s), longest Acquire %v (bound %v), Acquire calls at the bound %d",
 		what, tr.overlaps, ov0, tr.regress-rg0, st.lost.Load(), st.releaseErrs.Load(), st.acquireErrs.Load(), st.firstErr(),
 		time.Duration(st.maxWait.Load()).Round(time.Millisecond), attemptBound, st.hangs.Load())
-	t.Logf("%s failover: overlap rate %.4f per grant (%d/%d), leases lost %.4f per grant, without WAIT (the core offers no WAIT-for-replicas option yet)",
+	t.Logf("%s failover: overlap rate %.4f per grant (%d/%d), leases lost %.4f per grant (Lockers without WithReplicaAck)",
 		what, float64(tr.overlaps)/float64(max(tr.grants, 1)), tr.overlaps, tr.grants, float64(st.lost.Load())/float64(max(tr.grants, 1)))
 	if len(recovered) < len(names) {
 		t.Errorf("%d of %d names never granted again within %v of the kill", len(names)-len(recovered), len(names), attemptBound)
@@ -865,18 +865,49 @@ func killPrimary(t *testing.T, primary, replica *redistest.Server) (time.Time, i
 // promoted replica has never seen those grants. It reports how many holders
 // lose their lease and how many waiters are granted while the old holder
 // still believes it holds (overlaps), and how long each takes.
-func lostGrantScenario(t *testing.T, what string, client func() redis.UniversalClient, names []string,
+//
+// In the same failover, the names in ackNames are acquired during the stall
+// by a Locker with WithReplicaAck(1, ackTimeout): it should report no grant
+// at all (ErrNotReplicated), so none can be lost.
+func lostGrantScenario(t *testing.T, what string, client func() redis.UniversalClient, names, ackNames []string,
 	primary, replica *redistest.Server, promoted func() time.Duration) {
 	t.Helper()
+	const ackTimeout = 200 * time.Millisecond
 	opts := []fairlock.Option{fairlock.WithLeaseTTL(10 * time.Second), fairlock.WithWaiterTTL(time.Second)}
 	ls := newLockers(t, 2, client, opts...)
 	lh, lw := ls[0], ls[1]
+	lack := newLockers(t, 1, client, append(opts, fairlock.WithReplicaAck(1, ackTimeout))...)[0]
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	// WAIT works before the stall.
+	for _, name := range ackNames[:1] {
+		l, err := lack.Acquire(ctx, name)
+		if err != nil {
+			t.Fatalf("%s: WithReplicaAck acquire with a healthy replica: %v", what, err)
+		}
+		l.Release(ctx) //nolint:errcheck // just a probe
+	}
 	if err := redistest.StallReplication(ctx, primary); err != nil {
 		t.Fatalf("stall replication: %v", err)
 	}
 	tr := newTracker()
+	var ackHolders []*fairlock.Lease
+	ackRefused, ackOther := 0, 0
+	ackStart := time.Now()
+	for _, name := range ackNames {
+		l, err := lack.Acquire(ctx, name)
+		switch {
+		case err == nil:
+			tr.granted(l)
+			ackHolders = append(ackHolders, l) // reported though unreplicated: would be a bug
+		case errors.Is(err, fairlock.ErrNotReplicated):
+			ackRefused++
+		default:
+			ackOther++
+			t.Logf("%s: WithReplicaAck acquire %q: %v", what, name, err)
+		}
+	}
+	ackTook := time.Since(ackStart)
 	holders := make([]*fairlock.Lease, len(names))
 	for i, name := range names {
 		h, err := lh.Acquire(ctx, name)
@@ -952,6 +983,18 @@ func lostGrantScenario(t *testing.T, what string, client func() redis.UniversalC
 	case <-done:
 	case <-wait.C:
 	}
+	ackLost := 0
+	for _, h := range ackHolders {
+		if errors.Is(h.Err(), fairlock.ErrLost) {
+			ackLost++
+		}
+		tr.leaving(h)
+		h.Release(ctx) //nolint:errcheck // may be lost
+	}
+	// Availability: the promoted primary has no replica left.
+	actx, acancel := context.WithTimeout(ctx, 2*time.Second)
+	_, afterErr := lack.Acquire(actx, ackNames[0])
+	acancel()
 	tr.mu.Lock()
 	overlaps := tr.overlaps
 	tr.mu.Unlock()
@@ -987,8 +1030,14 @@ func lostGrantScenario(t *testing.T, what string, client func() redis.UniversalC
 		what, len(names), lag, promo.Round(time.Millisecond))
 	t.Logf("%s: after the failover: %d/%d holders told ErrLost (last %v after the kill), %d/%d waiters granted (last %v after the kill), %d waiter errors",
 		what, lost, len(names), lastLost.Round(time.Millisecond), granted, len(names), lastGrant.Round(time.Millisecond), errs)
-	t.Logf("%s: lost-grant rate %d/%d; overlapping grants (waiter granted while the old holder still believed it held) %d/%d; new grant minus old holder's ErrLost per name: %v (negative = overlap). No WAIT option in the core yet.",
+	t.Logf("%s: without WAIT: lost-grant rate %d/%d; overlapping grants (waiter granted while the old holder still believed it held) %d/%d; new grant minus old holder's ErrLost per name: %v (negative = overlap)",
 		what, lost, len(names), overlaps, len(names), margins)
+	t.Logf("%s: with WithReplicaAck(1, %v), same stall and failover: %d/%d grants reported, %d refused with ErrNotReplicated, %d other errors (%v for all); reported grants lost: %d",
+		what, ackTimeout, len(ackHolders), len(ackNames), ackRefused, ackOther, ackTook.Round(time.Millisecond), ackLost)
+	t.Logf("%s: with WithReplicaAck(1) after the failover, the promoted primary has no replica: Acquire -> %v", what, afterErr)
+	if len(ackHolders) != 0 {
+		t.Errorf("WithReplicaAck reported %d grants that no replica had acknowledged", len(ackHolders))
+	}
 	if errs != 0 {
 		t.Errorf("%d waiters hung or failed past the %v bound", errs, attemptBound)
 	}
@@ -1057,7 +1106,8 @@ func TestClusterFailover(t *testing.T) {
 	if replica = c.ReplicaOf(t, victim); replica == nil {
 		t.Fatalf("no replica of %s", victim)
 	}
-	lostGrantScenario(t, "cluster lost-grant", client, namesOn("lg", victim, 8, nil, 0), victim, replica,
+	lg := namesOn("lg", victim, 12, nil, 0)
+	lostGrantScenario(t, "cluster lost-grant", client, lg[:8], lg[8:], victim, replica,
 		func() time.Duration {
 			t0 := time.Now()
 			c.WaitHealthy(t, 20*time.Second)
@@ -1109,5 +1159,5 @@ func TestSentinelFailover(t *testing.T) {
 
 	s, client = setup("sentinel lost-grant")
 	lostGrantScenario(t, "sentinel lost-grant", client, []string{"slg-a", "slg-b", "slg-c", "slg-d", "slg-e", "slg-f", "slg-g", "slg-h"},
-		s.Primary, s.Replica, promotedBy(s))
+		[]string{"sack-a", "sack-b", "sack-c", "sack-d"}, s.Primary, s.Replica, promotedBy(s))
 }
