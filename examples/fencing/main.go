@@ -125,6 +125,9 @@ func run(ctx context.Context, w io.Writer) error {
 	}
 
 	// Alice resumes, unaware she lost the lock, and writes with her fence.
+	// Checking aliceLease.Err() first would not save her: a pause can just
+	// as well fall between that check and the write. Only the storage,
+	// comparing fences at the moment of the write, can refuse it.
 	fmt.Fprintln(w, "alice: resumed, still thinks she holds the lock")
 	err = store.Write(ctx, aliceLease.Fence(), "stale edit by alice")
 	switch {

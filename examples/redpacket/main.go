@@ -25,7 +25,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
-	"strconv"
 	"sync"
 	"time"
 
@@ -77,17 +76,18 @@ func write(ctx context.Context, rdb redis.Scripter, fence, balance, left int64) 
 // grab is one user's turn: read the packet, draw an amount, write it back.
 // It runs only while the user holds the lock.
 func grab(ctx context.Context, rdb *redis.Client, lease *fairlock.Lease, draw func(balance, left int64) int64) (int64, error) {
-	vals, err := rdb.HMGet(ctx, packetKey, "balance", "left").Result()
-	if err != nil {
+	var p struct {
+		Balance int64 `redis:"balance"`
+		Left    int64 `redis:"left"`
+	}
+	if err := rdb.HMGet(ctx, packetKey, "balance", "left").Scan(&p); err != nil {
 		return 0, err
 	}
-	balance, _ := strconv.ParseInt(fmt.Sprint(vals[0]), 10, 64)
-	left, _ := strconv.ParseInt(fmt.Sprint(vals[1]), 10, 64)
-	if left == 0 {
+	if p.Left == 0 {
 		return 0, nil // packet empty
 	}
-	amount := draw(balance, left)
-	return amount, write(ctx, rdb, lease.Fence(), balance-amount, left-1)
+	amount := draw(p.Balance, p.Left)
+	return amount, write(ctx, rdb, lease.Fence(), p.Balance-amount, p.Left-1)
 }
 
 func run(ctx context.Context, w io.Writer) error {
@@ -142,40 +142,43 @@ func run(ctx context.Context, w io.Writer) error {
 		return 1 + rng.Int64N(2*balance/left-1)
 	}
 
+	// user u arrives at its app instance, waits its turn, and grabs.
+	user := func(u int, queued func(position int)) error {
+		inst := u % instances
+		lease, err := lockers[inst].Acquire(ctx, lockName, fairlock.OnQueued(queued))
+		queued(0) // in case Acquire failed before queueing
+		if err != nil {
+			return fmt.Errorf("user %d: %w", u+1, err)
+		}
+		mu.Lock()
+		served = append(served, u)
+		mu.Unlock()
+		amount, err := grab(ctx, clients[inst], lease, draw)
+		if err != nil {
+			lease.Release(ctx) //nolint:errcheck // the grab error is the one to report
+			return fmt.Errorf("user %d: %w", u+1, err)
+		}
+		mu.Lock()
+		amounts[u] = amount
+		mu.Unlock()
+		return lease.Release(ctx)
+	}
+
+	// Users arrive one at a time: the next comes once this one is queued.
 	errs := make(chan error, users)
 	positions := make([]int, users)
 	for u := range users {
-		queued := make(chan struct{})
+		in := make(chan struct{})
 		var once sync.Once // a waiter evicted for silence queues again
-		inst := u % instances
-		reached := func(pos int) {
-			once.Do(func() {
-				positions[u] = pos
-				close(queued)
-			})
-		}
 		go func() {
-			errs <- func() error {
-				lease, err := lockers[inst].Acquire(ctx, lockName, fairlock.OnQueued(reached))
-				reached(0) // in case Acquire failed before queueing
-				if err != nil {
-					return fmt.Errorf("user %d: %w", u+1, err)
-				}
-				mu.Lock()
-				served = append(served, u)
-				mu.Unlock()
-				amount, err := grab(ctx, clients[inst], lease, draw)
-				if err != nil {
-					lease.Release(ctx) //nolint:errcheck // the grab error is the one to report
-					return fmt.Errorf("user %d: %w", u+1, err)
-				}
-				mu.Lock()
-				amounts[u] = amount
-				mu.Unlock()
-				return lease.Release(ctx)
-			}()
+			errs <- user(u, func(pos int) {
+				once.Do(func() {
+					positions[u] = pos
+					close(in)
+				})
+			})
 		}()
-		<-queued // the next user arrives once this one is in the queue
+		<-in
 	}
 	var failed []error
 	failed = append(failed, sender.Release(ctx))
