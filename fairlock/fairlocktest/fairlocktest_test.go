@@ -152,3 +152,69 @@ func TestWait(t *testing.T) {
 		t.Error("Reset kept events")
 	}
 }
+
+// Real Lockers: a holder, then three waiters queued in a known order; the
+// middle one gives up. The other two are served in order, and the Recorder
+// saw the cancellation.
+func TestRecorderWithCancelledWaiter(t *testing.T) {
+	srv := NewServer(t)
+	rec := NewRecorder()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	holder, err := srv.Locker(t, rec.Option()).Acquire(ctx, "q")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type result struct {
+		i     int
+		token string
+		err   error
+	}
+	results := make(chan result, 3)
+	quit := make([]context.CancelFunc, 3)
+	for i := range 3 {
+		wctx, wcancel := context.WithCancel(ctx)
+		quit[i] = wcancel
+		l := srv.Locker(t, rec.Option())
+		go func() {
+			lease, err := l.Acquire(wctx, "q")
+			if err != nil {
+				results <- result{i, "", err}
+				return
+			}
+			results <- result{i, lease.Token(), lease.Release(ctx)}
+		}()
+		if err := rec.Wait(ctx, "q", fairlock.EventEnqueued, i+1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() {
+		for _, q := range quit {
+			q()
+		}
+	}()
+	quit[1]()
+	if err := rec.Wait(ctx, "q", fairlock.EventCancelled, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := holder.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var tokens [3]string
+	for range 3 {
+		r := <-results
+		if r.i == 1 {
+			if !errors.Is(r.err, context.Canceled) {
+				t.Errorf("cancelled waiter: got %v, want context.Canceled", r.err)
+			}
+			continue
+		}
+		if r.err != nil {
+			t.Fatalf("waiter %d: %v", r.i, r.err)
+		}
+		tokens[r.i] = r.token
+	}
+	rec.AssertFIFO(t, "q")
+	rec.AssertGrantOrder(t, "q", holder.Token(), tokens[0], tokens[2])
+	rec.AssertFences(t, "q")
+}
