@@ -75,6 +75,7 @@ func TestCluster(t *testing.T) {
 	t.Run("MutualExclusion", func(t *testing.T) { testClusterExclusion(t, client) })
 	t.Run("PubSubConnections", func(t *testing.T) { testPubSubConnections(t, c, client) })
 	t.Run("NotifyFanOut", func(t *testing.T) { testNotifyFanOut(t, c, client) })
+	t.Run("PubSubKill", func(t *testing.T) { testPubSubKill(t, c, client) })
 	t.Run("Spread10k", func(t *testing.T) { testSpread(t, c, client) })
 	t.Run("Resharding", func(t *testing.T) { testResharding(t, c, client) })
 	t.Run("Throughput", func(t *testing.T) { testThroughput(t, client) })
@@ -393,6 +394,82 @@ func testPubSubConnections(t *testing.T, c *redistest.Cluster, client func() red
 		nNames, len(shards), total, len(c.Primaries(t)), during)
 	if total > len(c.Primaries(t)) {
 		t.Errorf("%d pub/sub connections for one Locker, want at most one per shard (%d)", total, len(c.Primaries(t)))
+	}
+}
+
+// testPubSubKill kills every pub/sub connection (CLIENT KILL TYPE pubsub on
+// every primary) while one Locker waits on locks in many slots, then
+// releases them one by one: a grant that comes within a few ms came by
+// message; one that took about a heartbeat was found by the heartbeat, its
+// message lost because the channel was not subscribed again. go-redis
+// resubscribes every shard channel of a PubSub in one SSUBSCRIBE, which
+// fails with CROSSSLOT when they span several slots.
+func testPubSubKill(t *testing.T, c *redistest.Cluster, client func() redis.UniversalClient) {
+	const nNames = 8
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	// Heartbeat 200 ms: a grant found by the heartbeat is easy to tell
+	// from one that came by message, and the round stays short.
+	ls := newLockers(t, 2, client, fairlock.WithWaiterTTL(600*time.Millisecond))
+	holder, waiter := ls[0], ls[1]
+	names := make([]string, nNames)
+	for i := range names {
+		names[i] = fmt.Sprintf("pk-%d", i)
+	}
+	round := func(kill bool) (byMsg int, slowest time.Duration, all []string) {
+		leases := make([]*fairlock.Lease, nNames)
+		for i, name := range names {
+			l, err := holder.TryAcquire(ctx, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			leases[i] = l
+		}
+		got := make([]chan time.Time, nNames)
+		for i, name := range names {
+			got[i] = make(chan time.Time, 1)
+			go func() {
+				l, err := waiter.Acquire(ctx, name)
+				if err != nil {
+					t.Error(err)
+					got[i] <- time.Time{}
+					return
+				}
+				got[i] <- time.Now()
+				l.Release(ctx) //nolint:errcheck // checked elsewhere
+			}()
+			waitWaiters(t, holder, name, 1)
+		}
+		if kill {
+			for _, p := range c.Primaries(t) {
+				cl := redis.NewClient(&redis.Options{Addr: p.Addr})
+				cl.ClientKillByFilter(ctx, "TYPE", "pubsub") //nolint:errcheck // counted by the figures below
+				cl.Close()
+			}
+			time.Sleep(300 * time.Millisecond) // let go-redis reconnect and resubscribe
+		}
+		for i := range names {
+			t0 := time.Now()
+			if err := leases[i].Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			at := <-got[i]
+			d := at.Sub(t0)
+			if d < 50*time.Millisecond {
+				byMsg++
+			}
+			slowest = max(slowest, d)
+			all = append(all, d.Round(time.Millisecond).String())
+		}
+		return byMsg, slowest, all
+	}
+	m0, s0, _ := round(false)
+	m1, s1, all := round(true)
+	m2, s2, _ := round(false)
+	t.Logf("pub/sub kill: hand-offs under 50 ms (by message) out of %d: %d before the kill (slowest %v), %d right after CLIENT KILL TYPE pubsub (slowest %v; all %v), %d in the next round (slowest %v); heartbeat %v",
+		nNames, m0, s0.Round(time.Millisecond), m1, s1.Round(time.Millisecond), all, m2, s2.Round(time.Millisecond), waiter.Heartbeat())
+	if bound := waiter.Heartbeat() + 500*time.Millisecond; s1 > bound || s2 > bound {
+		t.Errorf("a grant took longer than a heartbeat (+500 ms) after the pub/sub connections were killed")
 	}
 }
 
