@@ -1,7 +1,8 @@
 // Package fairlocktest helps test code that uses fairlock, without a Redis
 // server: it starts an in-process miniredis and hands out ready Lockers, and
 // its Recorder collects the Lockers' events so a test can assert the order
-// in which the lock was granted.
+// in which the lock was granted. It is a package of its own so that the
+// library does not depend on miniredis; only tests that import it do.
 //
 // A typical test:
 //
