@@ -1062,5 +1062,182 @@ func TestFault10_SlowNetwork(t *testing.T) {
 		e.waitFree(name, e.hb+slack)
 		e.checkKeys(name)
 	})
+	t.Run("grant-message-late", func(t *testing.T) {
+		// The head waiter's replies and messages are delayed 700ms, longer
+		// than its grant lives (waiter TTL 500ms): the lock expires and goes
+		// to the next waiter before the grant message arrives. Acquire must
+		// not then return a lease that Redis gives to somebody else.
+		name := "lategrant"
+		px := startProxy(t, e.srv.Addr)
+		slow := e.c.Spawn(viaAddr(px.Addr), readTimeout(2*time.Second), observe())
+		fast := e.c.Spawn()
+		warm := slow.Acquire("warmup2", 0)
+		e.c.H.MustWait(t, 5*time.Second, "warm-up released", isKind(warm, "rel"))
+		l, pw := e.hold(name)
+		sw := slow.Acquire(name, -1, "verify")
+		e.c.H.MustWait(t, 5*time.Second, "slow queued", isKind(sw, "queued"))
+		e.waitWaiters(name, 1, 5*time.Second)
+		fw := fast.Acquire(name, -1, "verify")
+		e.c.H.MustWait(t, 5*time.Second, "fast queued", isKind(fw, "queued"))
+		e.waitWaiters(name, 2, 5*time.Second)
+		px.SetLatency(0, 700*time.Millisecond)
+		t0, _ := e.release(l, pw)
+		bound := waiterTTL + e.hb
+		fg := e.c.H.MustWait(t, bound+5*time.Second, "fast granted", isKind(fw, "granted"))
+		ev, _ := e.c.H.Wait(2*time.Second, func(ev Ev) bool {
+			return ev.W == sw && (ev.Kind == "granted" || ev.Kind == "acqerr" || (ev.Kind == "queued" && ev.T > t0))
+		})
+		outcome := ev.Kind
+		if outcome == "" {
+			outcome = "still-waiting"
+		}
+		if ev.Kind == "granted" {
+			v := e.c.H.MustWait(t, 5*time.Second, "slow verify", isKind(sw, "verify"))
+			if v.Tok != ev.Tok {
+				t.Errorf("LIBRARY BUG: a grant message that arrived %v after the release (past the grant's life) made Acquire return a lease "+
+					"(token %s) that Redis gives to %q (fast waiter %s, granted %v earlier); Err() at return = %q",
+					dur(ev.T-t0), ev.Tok, v.Tok, fw, dur(ev.T-fg.T), v.Err)
+			}
+		}
+		px.SetLatency(0, 0)
+		fast.Send("rel %s", fw)
+		e.c.H.MustWait(t, 5*time.Second, "fast released", isKind(fw, "rel"))
+		if ev.Kind == "granted" {
+			slow.Send("rel %s", sw)
+			e.c.H.MustWait(t, 5*time.Second, "slow released", isKind(sw, "rel"))
+		} else if ev.Kind != "acqerr" {
+			g := e.c.H.MustWait(t, bound+5*time.Second, "slow granted after requeue", isKindAfter(sw, "granted", fg.T))
+			slow.Send("rel %s", sw)
+			e.c.H.MustWait(t, 5*time.Second, "slow released", isKindAfter(sw, "rel", g.T))
+		}
+		report(t, "10c grant message delayed past the grant's life (700ms > waiter TTL 500ms)",
+			fmt.Sprintf("next waiter granted <= waiter TTL + heartbeat %v; the late waiter never returns a stale lease", ms(bound)),
+			fmt.Sprintf("next-grant=%v late-waiter=%s", ms(dur(fg.T-t0)), outcome))
+		e.waitFree(name, e.hb+slack)
+		e.checkKeys(name)
+	})
+	stall := func(t *testing.T, variant string, opts ...ProcOpt) {
+		// The holder's Redis replies stall for 1.5s (the connection stays
+		// up; go-redis default options: 3s read timeout, context deadlines
+		// not applied to socket reads). Its lease (500ms) expires in Redis
+		// and the waiter is granted. The holder must see ErrLost within the
+		// lease TTL, before the waiter's grant: its heartbeat must not wait
+		// on a reply longer than the lease lives.
+		name := "stall-" + strings.ReplaceAll(variant, " ", "-")
+		px := startProxy(t, e.srv.Addr)
+		h := e.c.Spawn(append([]ProcOpt{viaAddr(px.Addr), observe()}, opts...)...)
+		w := e.c.Spawn()
+		hw := h.Acquire(name, -1)
+		e.c.H.MustWait(t, 5*time.Second, "holder granted", isKind(hw, "granted"))
+		ww := w.Acquire(name, -1)
+		e.c.H.MustWait(t, 5*time.Second, "waiter queued", isKind(ww, "queued"))
+		time.Sleep(e.hb) // a renewal or two at full speed
+		px.SetLatency(0, 1500*time.Millisecond)
+		t0 := monoNow()
+		e.c.H.Add(Ev{T: t0, Proc: h.ID, Kind: "stall"})
+		g := e.c.H.MustWait(t, lease+e.hb+5*time.Second, "waiter granted", isKind(ww, "granted"))
+		lost, ok := e.c.H.Wait(3*time.Second, isKind(hw, "lost"))
+		grantAfter := dur(g.T - t0)
+		lostAfter := time.Duration(-1)
+		if ok {
+			lostAfter = dur(lost.T - t0)
+		}
+		if grantAfter > lease+e.hb+slack {
+			t.Errorf("waiter granted %v after the holder stalled; bound lease + heartbeat %v", grantAfter, lease+e.hb)
+		}
+		if !ok || lostAfter > lease+slack || lost.T > g.T {
+			t.Errorf("LIBRARY BUG: holder whose replies stall saw ErrLost %v after the stall (seen=%v); bound lease TTL %v; "+
+				"the waiter was granted %v after the stall, so the holder believed it held the lock %v into the next holder's lease. "+
+				"Suspected cause: the heartbeat's context timeout is not applied by go-redis (Options.ContextTimeoutEnabled is false "+
+				"by default), so one slow reply blocks the heartbeat loop, and with it renewals and expireLeases, for the client's read timeout",
+				lostAfter, ok, lease, grantAfter, dur(lost.T-g.T))
+		}
+		px.SetLatency(0, 0)
+		w.Send("rel %s", ww)
+		e.c.H.MustWait(t, 5*time.Second, "waiter released", isKind(ww, "rel"))
+		h.Send("rel %s", hw)
+		e.c.H.MustWait(t, 5*time.Second, "stale release", isKind(hw, "rel"))
+		report(t, "10d holder's replies stall 1.5s ("+variant+")",
+			fmt.Sprintf("holder ErrLost <= lease %v and before the next grant; next grant <= lease+heartbeat %v", lease, ms(lease+e.hb)),
+			fmt.Sprintf("holder-lost=%v next-grant=%v", ms(lostAfter), ms(grantAfter)))
+		e.waitFree(name, e.hb+slack)
+		e.checkKeys(name)
+	}
+	t.Run("holder-replies-stall/default-client", func(t *testing.T) { stall(t, "default go-redis client") })
+	t.Run("holder-replies-stall/ctx-timeouts", func(t *testing.T) { stall(t, "ContextTimeoutEnabled", ctxTimeouts()) })
 	e.check(CheckOpts{NoFIFO: true})
+}
+
+// ---------------------------------------------------------------------------
+// 11. SIGSTOP of the waiter at the head while the lock is handed to it.
+
+// TestFault11_PausedWaiterGetsStaleGrant pauses the head waiter, hands it the
+// lock (the grant message waits in its socket), lets the grant expire and
+// the next waiter take the lock, then resumes it. Acquire in the resumed
+// process must not return a lease that Redis no longer gives it: it either
+// queues anew or returns a lease its token really holds.
+func TestFault11_PausedWaiterGetsStaleGrant(t *testing.T) {
+	const lease, waiterTTL = 400 * time.Millisecond, 400 * time.Millisecond
+	e := newEnv(t, lease, waiterTTL)
+	name := "pausedwaiter"
+	l, pw := e.hold(name)
+	p1, p2 := e.c.Spawn(), e.c.Spawn()
+	w1 := p1.Acquire(name, -1, "verify")
+	e.c.H.MustWait(t, 5*time.Second, "w1 queued", isKind(w1, "queued"))
+	e.waitWaiters(name, 1, 5*time.Second)
+	w2 := p2.Acquire(name, -1, "verify")
+	e.c.H.MustWait(t, 5*time.Second, "w2 queued", isKind(w2, "queued"))
+	e.waitWaiters(name, 2, 5*time.Second)
+	t0 := p1.Signal(syscall.SIGSTOP)
+	e.release(l, pw) // grants w1 in Redis; its message waits in w1's socket
+	g2 := e.c.H.MustWait(t, waiterTTL+e.hb+5*time.Second, "w2 granted", isKind(w2, "granted"))
+	skip := dur(g2.T - t0)
+	bound := waiterTTL + e.hb
+	if skip > bound+slack {
+		t.Errorf("next waiter granted %v after the head paused; bound waiter TTL + heartbeat %v", skip, bound)
+	}
+	time.Sleep(100 * time.Millisecond)
+	tc := p1.Signal(syscall.SIGCONT)
+	// What does the resumed waiter do within a few heartbeats?
+	ev, _ := e.c.H.Wait(4*e.hb+slack, func(ev Ev) bool {
+		return ev.W == w1 && (ev.Kind == "granted" || ev.Kind == "acqerr" || (ev.Kind == "queued" && ev.T > tc))
+	})
+	outcome := ev.Kind
+	if ev.Kind == "" {
+		outcome = "still-waiting"
+	}
+	staleFor := time.Duration(0)
+	if ev.Kind == "granted" {
+		v := e.c.H.MustWait(t, 5*time.Second, "w1 verify", isKind(w1, "verify"))
+		if v.Tok != ev.Tok {
+			lost, ok := e.c.H.Wait(5*time.Second, isKind(w1, "lost"))
+			if ok {
+				staleFor = dur(lost.T - ev.T)
+			}
+			t.Errorf("LIBRARY BUG: after SIGCONT, Acquire returned a lease (token %s, fence %d) that Redis gives to %q "+
+				"(the next waiter %s holds it since %v before); the stale lease's Err() was %q at return and it "+
+				"reported ErrLost only %v later (lost=%v). A grant message read after the waiter's deadline passed "+
+				"must be checked against that deadline (or Redis) before Acquire returns.",
+				ev.Tok, ev.Fence, v.Tok, w2, dur(ev.T-g2.T), v.Err, staleFor, ok)
+		}
+		if ev.Fence <= g2.Fence {
+			t.Logf("stale lease fence %d <= current holder's %d: a fenced resource would reject it", ev.Fence, g2.Fence)
+		}
+	}
+	p2.Send("rel %s", w2)
+	e.c.H.MustWait(t, 5*time.Second, "w2 released", isKind(w2, "rel"))
+	report(t, "11 SIGSTOP head waiter while granted, SIGCONT after the next grant",
+		fmt.Sprintf("next waiter granted <= waiter TTL %v + heartbeat %v = %v; resumed waiter queues anew, never returns a stale lease", waiterTTL, e.hb, ms(bound)),
+		fmt.Sprintf("next-grant=%v resumed-waiter=%s stale-lease-lived=%v", ms(skip), outcome, ms(staleFor)))
+	// Clean up: the resumed waiter either holds, waits, or failed.
+	if ev.Kind == "granted" {
+		p1.Send("rel %s", w1)
+		e.c.H.MustWait(t, 5*time.Second, "w1 released", isKind(w1, "rel"))
+	} else if ev.Kind != "acqerr" {
+		g1 := e.c.H.MustWait(t, bound+5*time.Second, "w1 granted after requeue", isKindAfter(w1, "granted", tc))
+		p1.Send("rel %s", w1)
+		e.c.H.MustWait(t, 5*time.Second, "w1 released", isKindAfter(w1, "rel", g1.T))
+	}
+	e.waitFree(name, e.hb+slack)
+	e.checkKeys(name)
 }

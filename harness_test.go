@@ -283,6 +283,16 @@ func viaAddr(addr string) ProcOpt {
 	return func(env []string) []string { return append(env, "FL_ADDR="+addr) }
 }
 
+// observe makes the agent report the library's own events ("obs").
+func observe() ProcOpt {
+	return func(env []string) []string { return append(env, "FL_OBSERVE=1") }
+}
+
+// ctxTimeouts sets go-redis's ContextTimeoutEnabled in the agent's client.
+func ctxTimeouts() ProcOpt {
+	return func(env []string) []string { return append(env, "FL_CTX_TIMEOUTS=1") }
+}
+
 // readTimeout sets the agent's go-redis read timeout.
 func readTimeout(d time.Duration) ProcOpt {
 	return func(env []string) []string { return append(env, "FL_READ_TIMEOUT="+d.String()) }
@@ -465,10 +475,22 @@ func agentMain() {
 		ReadTimeout:  envDur("FL_READ_TIMEOUT", 0),
 		WriteTimeout: envDur("FL_READ_TIMEOUT", 0),
 		DialTimeout:  time.Second,
+
+		ContextTimeoutEnabled: os.Getenv("FL_CTX_TIMEOUTS") != "",
 	})
 	a.opts = []fairlock.Option{
 		fairlock.WithLeaseTTL(envDur("FL_LEASE", time.Second)),
 		fairlock.WithWaiterTTL(envDur("FL_WAITER", time.Second)),
+	}
+	if os.Getenv("FL_OBSERVE") != "" {
+		// library events, for diagnosis: "obs" with the kind in Err
+		a.opts = append(a.opts, fairlock.WithObserver(func(ev fairlock.Event) {
+			e := Ev{Kind: "obs", Tok: ev.Token, Fence: ev.Fence, Pos: ev.Position, Err: ev.Kind.String()}
+			if ev.Err != nil {
+				e.Err += "/" + errClass(ev.Err)
+			}
+			a.emit(e)
+		}))
 	}
 	if err := a.newLocker(); err != nil {
 		a.emit(Ev{Kind: "fatal", Err: errClass(err)})
@@ -599,6 +621,15 @@ func (a *agent) acquire(w, name string, holdUS int64, flags string) {
 	}
 	if strings.Contains(flags, "die") {
 		syscall.Kill(os.Getpid(), syscall.SIGKILL) //nolint:errcheck
+	}
+	if strings.Contains(flags, "verify") {
+		// Who holds the lock in Redis right after Acquire returned? (plain
+		// names only: no escaping needed)
+		holder, err := a.client.Get(context.Background(), fairlock.DefaultKeyPrefix+":{"+name+"}:lock").Result()
+		if err != nil {
+			holder = "none:" + errClass(err)
+		}
+		a.emit(Ev{W: w, Kind: "verify", Tok: holder, Err: errClass(lease.Err())})
 	}
 	if holdUS < 0 {
 		// stored before the grant is reported, so that a command sent on
