@@ -156,6 +156,8 @@ type ContendedResult struct {
 	WaitMaxus           float64          `json:"wait_max_us"`
 	GapP50us            float64          `json:"gap_p50_us"`
 	GapP99us            float64          `json:"gap_p99_us"`
+	GapMaxus            float64          `json:"gap_max_us"`
+	GapsOver5ms         int              `json:"gaps_over_5ms"`
 	ReleaseP50us        float64          `json:"release_p50_us"`
 	HoldMeanus          float64          `json:"hold_mean_us"`
 	RoundTripsPerGrant  float64          `json:"round_trips_per_grant"`
@@ -171,6 +173,7 @@ type ContendedResult struct {
 	EvalUsec            float64          `json:"evalsha_server_us_per_call,omitempty"`
 	Slowlog             []SlowEntry      `json:"slowlog,omitempty"`
 	Cmdstats            map[string]int64 `json:"cmdstats,omitempty"`
+	LocalPingus         float64          `json:"local_ping_p50_us"`
 	Note                string           `json:"note,omitempty"`
 }
 
@@ -241,6 +244,12 @@ func analyse(r *ContendedResult, recs []rec, workers int, startAt, endAt int64) 
 	r.GapP50us = us(percentile(gaps, 50))
 	r.GapP99us = us(percentile(gaps, 99))
 	r.ReleaseP50us = us(percentile(rels, 50))
+	r.GapMaxus = us(maxOf(gaps))
+	for _, g := range gaps {
+		if g > int64(5*time.Millisecond) {
+			r.GapsOver5ms++
+		}
+	}
 	if r.Grants > 0 {
 		r.HoldMeanus = us(busy) / float64(r.Grants)
 		r.BargingPct = 100 * float64(r.Barging) / float64(r.Grants)
@@ -275,6 +284,7 @@ func runContended(p peer, e *env, mon *monitor, workers int, hold, dur time.Dura
 	}
 	defer set.close()
 	ctx := context.Background()
+	r.LocalPingus = mon.localPing(ctx, 200*time.Millisecond)
 	mon.slowlogReset(ctx)
 	s0, _ := mon.snap(ctx)
 	startAt := mono() + int64(50*time.Millisecond)
@@ -338,6 +348,7 @@ func runContendedMP(p peer, e *env, mon *monitor, procs, perProc int, hold, dur 
 		}
 	}
 	ctx := context.Background()
+	r.LocalPingus = mon.localPing(ctx, 200*time.Millisecond)
 	mon.slowlogReset(ctx)
 	s0, _ := mon.snap(ctx)
 	startAt := mono() + int64(100*time.Millisecond)

@@ -191,7 +191,7 @@ func main() {
 	}
 	if scen["fifo"] {
 		for _, p := range peers {
-			r := runFIFO(p, e, *fWaiters, *fRounds, *fSpacing, *fHold)
+			r := runFIFO(p, e, mon, *fWaiters, *fRounds, *fSpacing, *fHold)
 			res.FIFO = append(res.FIFO, r)
 			logf("fifo %-9s inversions %d/%d per hand-off %.0f µs %s", p.Name, r.Inversions, r.MaxInversions, r.PerHandoffus, r.Note)
 			clean()

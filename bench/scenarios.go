@@ -19,6 +19,7 @@ type LimitResult struct {
 	PingP50us        float64 `json:"ping_p50_us"`
 	PingP99us        float64 `json:"ping_p99_us"`
 	PingOpsPerSec    float64 `json:"ping_ops_per_s"`
+	PingColdP50us    float64 `json:"ping_after_1ms_idle_p50_us"`
 	EvalshaP50us     float64 `json:"evalsha_p50_us"`
 	EvalshaOpsPerSec float64 `json:"evalsha_ops_per_s"`
 	EvalshaPipelined float64 `json:"evalsha_pipelined_ops_per_s"`
@@ -50,6 +51,20 @@ func runLimit(e *env, dur time.Duration) (LimitResult, error) {
 	}
 	r.PingP50us, r.PingP99us = us(percentile(lat, 50)), us(percentile(lat, 99))
 	r.PingOpsPerSec = float64(len(lat)) / (float64(mono()-t0) / 1e9)
+
+	// A round trip made after 1 ms of idleness, as a hand-off after a 1 ms
+	// hold is: caches and schedulers are cold.
+	lat = lat[:0]
+	end = mono() + int64(dur/2)
+	for mono() < end {
+		time.Sleep(time.Millisecond)
+		a := mono()
+		if err := cl.Ping(ctx).Err(); err != nil {
+			return r, err
+		}
+		lat = append(lat, mono()-a)
+	}
+	r.PingColdP50us = us(percentile(lat, 50))
 
 	if err := limitScript.Load(ctx, cl).Err(); err != nil {
 		return r, err
@@ -130,6 +145,7 @@ type UncontendedResult struct {
 	RoundTripsPerCycle  float64 `json:"round_trips_per_cycle"`
 	ServerCmdsPerCycle  float64 `json:"server_cmds_per_cycle"`
 	ServerCPUusPerCycle float64 `json:"server_cpu_us_per_cycle"`
+	LocalPingus         float64 `json:"local_ping_p50_us"`
 	Note                string  `json:"note,omitempty"`
 }
 
@@ -143,6 +159,7 @@ func runUncontended(p peer, e *env, mon *monitor, dur time.Duration) Uncontended
 	defer set.close()
 	w := set.ws[0]
 	ctx := context.Background()
+	r.LocalPingus = mon.localPing(ctx, 200*time.Millisecond)
 	s0, _ := mon.snap(ctx)
 	c0 := set.c.snap()
 	lat := make([]int64, 0, 1<<15)
@@ -191,10 +208,11 @@ type FIFOResult struct {
 	DrainMs       float64 `json:"drain_ms"` // mean per round
 	PerHandoffus  float64 `json:"per_handoff_us"`
 	GapP50us      float64 `json:"gap_p50_us"`
+	LocalPingus   float64 `json:"local_ping_p50_us"`
 	Note          string  `json:"note,omitempty"`
 }
 
-func runFIFO(p peer, e *env, n, rounds int, spacing, hold time.Duration) FIFOResult {
+func runFIFO(p peer, e *env, mon *monitor, n, rounds int, spacing, hold time.Duration) FIFOResult {
 	r := FIFOResult{Peer: p.Name, Waiters: n, Rounds: rounds, SpacingMs: spacing.Seconds() * 1e3, MaxInversions: rounds * n * (n - 1) / 2}
 	set, err := newWorkerSet(p, e, n+1)
 	if err != nil {
@@ -204,6 +222,7 @@ func runFIFO(p peer, e *env, n, rounds int, spacing, hold time.Duration) FIFORes
 	defer set.close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	r.LocalPingus = mon.localPing(ctx, 200*time.Millisecond)
 	var drains, gaps []int64
 	for round := 0; round < rounds; round++ {
 		name := "fifo-" + strconv.Itoa(round)
@@ -302,6 +321,7 @@ type ScaleResult struct {
 	EvalUsec            float64          `json:"evalsha_server_us_per_call,omitempty"`
 	Slowlog             []SlowEntry      `json:"slowlog,omitempty"`
 	Cmdstats            map[string]int64 `json:"cmdstats,omitempty"`
+	LocalPingus         float64          `json:"local_ping_p50_us"`
 	Note                string           `json:"note,omitempty"`
 }
 
@@ -341,6 +361,7 @@ func runScale(p peer, e *env, mon *monitor, names, perName int, caseName string)
 		return fmt.Sprintf("scale-%s-%d", caseName, i)
 	}
 
+	r.LocalPingus = mon.localPing(ctx, 200*time.Millisecond)
 	for i := 0; i < 4; i++ {
 		runtime.GC()
 	}

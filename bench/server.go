@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -24,13 +25,15 @@ type serverSnap struct {
 
 type monitor struct {
 	cl      *redis.Client
+	pingCl  *redis.Client // PoolSize 1, uncounted: local PING round trips
 	c       *counters
 	etcdPID int
 }
 
 func newMonitor(addr string, etcdPID int) *monitor {
 	c := &counters{}
-	return &monitor{cl: newRedisClient(addr, c), c: c, etcdPID: etcdPID}
+	return &monitor{cl: newRedisClient(addr, c), c: c, etcdPID: etcdPID,
+		pingCl: redis.NewClient(&redis.Options{Addr: addr, PoolSize: 1})}
 }
 
 func (m *monitor) snap(ctx context.Context) (serverSnap, error) {
@@ -194,4 +197,21 @@ func (m *monitor) slowlog(ctx context.Context, n int) []SlowEntry {
 		out = out[:n]
 	}
 	return out
+}
+
+// localPing is the PING round trip p50 over d, taken right before a run, so
+// that each row's latencies can be set against the load of its own moment.
+// Its PINGs are subtracted from the server's command count by the caller
+// taking it before the first snapshot.
+func (m *monitor) localPing(ctx context.Context, d time.Duration) float64 {
+	var lat []int64
+	end := mono() + int64(d)
+	for mono() < end {
+		a := mono()
+		if err := m.pingCl.Ping(ctx).Err(); err != nil {
+			return 0
+		}
+		lat = append(lat, mono()-a)
+	}
+	return us(percentile(lat, 50))
 }
