@@ -310,8 +310,9 @@ func (l *Locker) grant(ctx context.Context, name string, keys []string, token st
 // Do runs fn while holding the lock called name, then releases it. fn's
 // context is cancelled, with cause ErrLost, if the lease is lost. If it was
 // lost while fn ran, the error matches ErrLost, joined with fn's own error.
-func (l *Locker) Do(ctx context.Context, name string, fn func(ctx context.Context) error) error {
-	lease, err := l.Acquire(ctx, name)
+// opts apply to the Acquire.
+func (l *Locker) Do(ctx context.Context, name string, fn func(ctx context.Context) error, opts ...AcquireOption) error {
+	lease, err := l.Acquire(ctx, name, opts...)
 	if err != nil {
 		return err
 	}
