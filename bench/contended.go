@@ -291,6 +291,7 @@ func runContended(p peer, e *env, mon *monitor, workers int, hold, dur time.Dura
 	endAt := startAt + int64(dur)
 	out := set.runLoops(name, 0, startAt, endAt, hold)
 	s1, _ := mon.snap(ctx)
+	dumpRecs(p.Name, out.Recs, startAt)
 	r.Slowlog = mon.slowlog(ctx, 5)
 	analyse(&r, out.Recs, workers, startAt, endAt)
 	r.OverlapsAtomic += out.Overlaps
@@ -401,4 +402,24 @@ func childMain(p peer, e *env, workers, idBase int, name string, hold time.Durat
 	}
 	out := set.runLoops(name, idBase, startAt, endAt, hold)
 	return json.NewEncoder(os.Stdout).Encode(out)
+}
+
+// dumpRecs writes the raw grant records when BENCH_DUMP_RECS names a
+// directory (for digging into stalls; not used by run.sh).
+func dumpRecs(peer string, recs []rec, origin int64) {
+	dir := os.Getenv("BENCH_DUMP_RECS")
+	if dir == "" {
+		return
+	}
+	f, err := os.Create(dir + "/" + peer + ".tsv")
+	if err != nil {
+		return
+	}
+	defer f.Close()
+	sorted := append([]rec(nil), recs...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].TG < sorted[j].TG })
+	fmt.Fprintln(f, "w\tt0_us\ttg_us\ttr_us\ttu_us")
+	for _, x := range sorted {
+		fmt.Fprintf(f, "%d\t%d\t%d\t%d\t%d\n", x.W, (x.T0-origin)/1e3, (x.TG-origin)/1e3, (x.TR-origin)/1e3, (x.TU-origin)/1e3)
+	}
 }
