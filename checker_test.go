@@ -28,6 +28,7 @@ import (
 // Waiter is one Acquire call, assembled from the history.
 type Waiter struct {
 	W, Proc   string
+	Name      string // lock name
 	Call      int64
 	Queued    int64 // 0 if never queued (granted at once)
 	Pos       int
@@ -90,10 +91,13 @@ func (r *CheckResult) HandoffStats() (p50, p99, max time.Duration) {
 func BuildWaiters(evs []Ev) []*Waiter {
 	byW := map[string]*Waiter{}
 	var order []*Waiter
-	fault := map[string]int64{}  // proc -> first kill/stop
-	killed := map[string]int64{} // proc -> kill time
+	closing := map[string][]int64{} // proc -> times it began closing its Locker
+	fault := map[string]int64{}     // proc -> first kill/stop
+	killed := map[string]int64{}    // proc -> kill time
 	for _, e := range evs {
 		switch e.Kind {
+		case "closing":
+			closing[e.Proc] = append(closing[e.Proc], e.T)
 		case "kill", "stop":
 			if _, ok := fault[e.Proc]; !ok {
 				fault[e.Proc] = e.T
@@ -113,7 +117,7 @@ func BuildWaiters(evs []Ev) []*Waiter {
 		}
 		switch e.Kind {
 		case "call":
-			w.Call = e.T
+			w.Call, w.Name = e.T, e.L
 		case "queued":
 			// A waiter that lost its place queues anew at the back: its
 			// last entry is the place that counts.
@@ -144,13 +148,44 @@ func BuildWaiters(evs []Ev) []*Waiter {
 		if kt, ok := killed[w.Proc]; ok && w.Granted != 0 && kt < w.End {
 			w.End = kt // a killed process does nothing after its death
 		}
+		for _, ct := range closing[w.Proc] {
+			if w.Granted != 0 && ct > w.Granted && ct < w.End {
+				w.End = ct // Close releases held leases
+			}
+		}
 	}
 	return order
 }
 
-// Check verifies mutual exclusion, fence order, FIFO and no starvation.
+// Check verifies mutual exclusion, fence order, FIFO and no starvation,
+// lock by lock.
 func Check(evs []Ev, o CheckOpts) *CheckResult {
-	r := &CheckResult{Waiters: BuildWaiters(evs)}
+	all := BuildWaiters(evs)
+	byName := map[string][]*Waiter{}
+	var names []string
+	for _, w := range all {
+		if _, ok := byName[w.Name]; !ok {
+			names = append(names, w.Name)
+		}
+		byName[w.Name] = append(byName[w.Name], w)
+	}
+	r := &CheckResult{Waiters: all}
+	for _, n := range names {
+		one := checkLock(evs, byName[n], o)
+		r.Grants += one.Grants
+		r.Lost += one.Lost
+		r.MaxHold = max(r.MaxHold, one.MaxHold)
+		r.Handoffs = append(r.Handoffs, one.Handoffs...)
+		r.MaxStarveRat = max(r.MaxStarveRat, one.MaxStarveRat)
+		for _, v := range one.Violations {
+			r.violate("lock %q: %s", n, v)
+		}
+	}
+	return r
+}
+
+func checkLock(evs []Ev, waiters []*Waiter, o CheckOpts) *CheckResult {
+	r := &CheckResult{Waiters: waiters}
 	var granted []*Waiter
 	for _, w := range r.Waiters {
 		if w.Granted != 0 {

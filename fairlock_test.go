@@ -75,7 +75,7 @@ func (e *env) hold(name string) (*fairlock.Lease, string) {
 	e.t.Helper()
 	e.nextPW++
 	w := "parent.h" + strconv.Itoa(e.nextPW)
-	e.c.H.Add(Ev{Proc: "parent", W: w, Kind: "call"})
+	e.c.H.Add(Ev{Proc: "parent", W: w, Kind: "call", L: name})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	l, err := e.lock.Acquire(ctx, name)
@@ -170,6 +170,15 @@ func checkKeys(t testing.TB, rdb *redis.Client, name string) {
 
 func (e *env) check(o CheckOpts) *CheckResult {
 	e.t.Helper()
+	// Agents report an action after doing it: let the last lines arrive.
+	for n, deadline := -1, time.Now().Add(time.Second); time.Now().Before(deadline); {
+		m := len(e.c.H.Events())
+		if m == n {
+			break
+		}
+		n = m
+		time.Sleep(30 * time.Millisecond)
+	}
 	r := Check(e.c.H.Events(), o)
 	e.t.Logf("checker: %s", r.Summary())
 	if err := r.Err(); err != nil {
@@ -689,6 +698,12 @@ func TestFault07_RedisRestart(t *testing.T) {
 	}
 	if worst > wbound+slack {
 		t.Errorf("a waiter took %v after Redis died to be granted or fail; bound %v", worst, wbound)
+	}
+	// Let the granted waiters finish (their release events reach the history).
+	for _, w := range ws {
+		if e.c.H.Count(isKind(w, "granted")) > 0 {
+			e.c.H.MustWait(t, 5*time.Second, w+" released", isKind(w, "rel"))
+		}
 	}
 	// Stale holder: Release reports the loss.
 	h.Send("rel %s", hw)
@@ -1240,4 +1255,49 @@ func TestFault11_PausedWaiterGetsStaleGrant(t *testing.T) {
 	}
 	e.waitFree(name, e.hb+slack)
 	e.checkKeys(name)
+}
+
+// ---------------------------------------------------------------------------
+// 12. Close in a process that holds one lock and waits for another.
+
+func TestFault12_CloseHandsOverAtOnce(t *testing.T) {
+	const lease, waiterTTL = time.Second, time.Second
+	e := newEnv(t, lease, waiterTTL)
+	held, waited := "closeheld", "closewaited"
+	pl, pw := e.hold(waited)
+	p1, p2 := e.c.Spawn(), e.c.Spawn()
+	hw := p1.Acquire(held, -1)
+	e.c.H.MustWait(t, 5*time.Second, "p1 holds", isKind(hw, "granted"))
+	qw := p1.Acquire(waited, -1)
+	e.c.H.MustWait(t, 5*time.Second, "p1 queued", isKind(qw, "queued"))
+	w2 := p2.Acquire(held, -1)
+	e.c.H.MustWait(t, 5*time.Second, "p2 queued", isKind(w2, "queued"))
+	t0 := monoNow()
+	p1.Send("quit")
+	q := e.c.H.MustWait(t, 5*time.Second, "p1 closed", func(ev Ev) bool { return ev.Proc == p1.ID && ev.Kind == "quit" })
+	if q.Err != "ok" {
+		t.Errorf("Close: %s", q.Err)
+	}
+	ae := e.c.H.MustWait(t, 5*time.Second, "p1's pending Acquire ends", isKind(qw, "acqerr"))
+	if ae.Err != "closed" {
+		t.Errorf("pending Acquire after Close: %s, want ErrClosed", ae.Err)
+	}
+	g := e.c.H.MustWait(t, e.hb+5*time.Second, "p2 granted", isKind(w2, "granted"))
+	d := dur(g.T - t0)
+	if d > e.hb {
+		t.Errorf("next waiter granted %v after Close; Close should release at once (well under a heartbeat %v)", d, e.hb)
+	}
+	if st := e.inspect(waited); st.Waiters != 0 {
+		t.Errorf("closed Locker left %d waiters on %q", st.Waiters, waited)
+	}
+	report(t, "12 Close of a process holding one lock and waiting on another", fmt.Sprintf("pending Acquire=ErrClosed, no waiter left, next grant at once (< heartbeat %v)", e.hb),
+		fmt.Sprintf("next-grant=%v pending-acquire=%s", ms(d), ae.Err))
+	p2.Send("rel %s", w2)
+	e.c.H.MustWait(t, 5*time.Second, "p2 released", isKind(w2, "rel"))
+	e.release(pl, pw)
+	e.waitFree(held, e.hb+slack)
+	e.waitFree(waited, e.hb+slack)
+	e.checkKeys(held)
+	e.checkKeys(waited)
+	e.check(CheckOpts{})
 }

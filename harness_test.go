@@ -53,6 +53,7 @@ type Ev struct {
 	T     int64  // CLOCK_MONOTONIC ns
 	Proc  string // process id ("parent", "p1", ...)
 	W     string // waiter id, unique per Acquire call ("p1.w3")
+	L     string // lock name (on "call" events)
 	Kind  string // ready call queued granted acqerr rel ext write lost done kill stop cont ...
 	Fence int64
 	Pos   int
@@ -66,6 +67,9 @@ func (e Ev) String() string {
 	fmt.Fprintf(&b, "EV t=%d p=%s k=%s", e.T, e.Proc, e.Kind)
 	if e.W != "" {
 		fmt.Fprintf(&b, " w=%s", e.W)
+	}
+	if e.L != "" {
+		fmt.Fprintf(&b, " l=%s", e.L)
 	}
 	if e.Fence != 0 {
 		fmt.Fprintf(&b, " f=%d", e.Fence)
@@ -104,6 +108,8 @@ func parseEv(line string) (Ev, bool) {
 			e.Kind = v
 		case "w":
 			e.W = v
+		case "l":
+			e.L = v
 		case "f":
 			e.Fence, _ = strconv.ParseInt(v, 10, 64)
 		case "pos":
@@ -586,6 +592,7 @@ func (a *agent) command(f []string) {
 	case "contend": // contend NAME GOROUTINES DURms COUNTERKEY HOLDµs
 		go a.contend(arg(1), int(num(2)), time.Duration(num(3))*time.Millisecond, arg(4), time.Duration(num(5))*time.Microsecond)
 	case "reset": // close the Locker and open a fresh one (fresh subscription)
+		a.emit(Ev{Kind: "closing"})
 		if err := a.getLocker().Close(); err != nil {
 			a.emit(Ev{Kind: "reset", Err: errClass(err)})
 		}
@@ -595,6 +602,7 @@ func (a *agent) command(f []string) {
 		st, err := a.getLocker().Inspect(context.Background(), arg(1))
 		a.emit(Ev{Kind: "inspect", Err: errClass(err), Tok: st.Holder, Fence: st.Fence, N: int64(st.Waiters)})
 	case "quit":
+		a.emit(Ev{Kind: "closing"}) // stamped before Close: the end of every lease it holds
 		err := a.getLocker().Close()
 		a.emit(Ev{Kind: "quit", Err: errClass(err)})
 		os.Exit(0)
@@ -610,7 +618,7 @@ func (a *agent) acquire(w, name string, holdUS int64, flags string) {
 	a.cancel[w] = cancel
 	a.mu.Unlock()
 	l := a.getLocker()
-	a.emit(Ev{W: w, Kind: "call"})
+	a.emit(Ev{W: w, Kind: "call", L: name})
 	lease, err := l.Acquire(ctx, name, fairlock.OnQueued(func(pos int) {
 		a.emit(Ev{W: w, Kind: "queued", Pos: pos})
 	}))
@@ -669,7 +677,7 @@ func (a *agent) contend(name string, g int, d time.Duration, counterKey string, 
 			for k := 0; time.Now().Before(end); k++ {
 				w := fmt.Sprintf("%s.g%d.%d", a.id, i, k)
 				ctx := context.Background()
-				a.emit(Ev{W: w, Kind: "call"})
+				a.emit(Ev{W: w, Kind: "call", L: name})
 				lease, err := l.Acquire(ctx, name, fairlock.OnQueued(func(pos int) {
 					a.emit(Ev{W: w, Kind: "queued", Pos: pos})
 				}))
