@@ -1180,6 +1180,60 @@ func TestFault10_SlowNetwork(t *testing.T) {
 	}
 	t.Run("holder-replies-stall/default-client", func(t *testing.T) { stall(t, "default go-redis client") })
 	t.Run("holder-replies-stall/ctx-timeouts", func(t *testing.T) { stall(t, "ContextTimeoutEnabled", ctxTimeouts()) })
+	cancelSlow := func(t *testing.T, variant string, opts ...ProcOpt) {
+		// The waiter's replies stall for 1.5s while its enqueue sits in the
+		// queue; its caller cancels. Acquire must return at once (well within
+		// a heartbeat) with an error matching context.Canceled, and its entry
+		// must be gone within waiter TTL + heartbeat.
+		name := "cancelslow-" + strings.ReplaceAll(variant, " ", "-")
+		px := startProxy(t, e.srv.Addr)
+		slow := e.c.Spawn(append([]ProcOpt{viaAddr(px.Addr)}, opts...)...)
+		warm := slow.Acquire("warmup-"+name, 0)
+		e.c.H.MustWait(t, 5*time.Second, "warm-up released", isKind(warm, "rel"))
+		l, pw := e.hold(name)
+		px.SetLatency(0, 1500*time.Millisecond)
+		sw := slow.Acquire(name, 0)
+		e.waitWaiters(name, 1, 5*time.Second)
+		time.Sleep(50 * time.Millisecond)
+		t0 := monoNow()
+		slow.Send("cancel %s", sw)
+		var gone time.Duration
+		for {
+			if e.inspect(name).Waiters == 0 {
+				gone = dur(monoNow() - t0)
+				break
+			}
+			if dur(monoNow()-t0) > 5*time.Second {
+				t.Fatalf("cancelled waiter still queued after 5s")
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		ev := e.c.H.MustWait(t, 10*time.Second, "cancelled Acquire returns", func(ev Ev) bool {
+			return ev.W == sw && (ev.Kind == "acqerr" || ev.Kind == "granted")
+		})
+		ret := dur(ev.T - t0)
+		if ev.Kind != "acqerr" || ev.Err != "canceled" {
+			t.Errorf("cancelled Acquire: %s %s, want an error matching context.Canceled", ev.Kind, ev.Err)
+		}
+		if ret > e.hb+slack {
+			t.Errorf("LIBRARY BUG: Acquire returned %v after its context was cancelled while a Redis reply stalled (%s); "+
+				"cancellation must end the wait at once. Suspected cause: the enqueue (and then the withdraw) run on the "+
+				"caller's goroutine, and go-redis does not abort a blocked socket read when a context is cancelled "+
+				"(with ContextTimeoutEnabled it applies deadlines only; without it, neither)", ret, variant)
+		}
+		if gone > waiterTTL+e.hb+slack {
+			t.Errorf("cancelled waiter left the queue %v after the cancel; bound waiter TTL + heartbeat %v", gone, waiterTTL+e.hb)
+		}
+		px.SetLatency(0, 0)
+		e.release(l, pw)
+		report(t, "10e cancel while the waiter's replies stall 1.5s ("+variant+")",
+			fmt.Sprintf("Acquire returns at once (< heartbeat %v) with ctx.Err(); entry gone <= waiter TTL + heartbeat %v", e.hb, ms(waiterTTL+e.hb)),
+			fmt.Sprintf("returned-after=%v (%s:%s) entry-gone-after=%v", ms(ret), ev.Kind, ev.Err, ms(gone)))
+		e.waitFree(name, e.hb+slack)
+		e.checkKeys(name)
+	}
+	t.Run("cancel-while-stalled/default-client", func(t *testing.T) { cancelSlow(t, "default go-redis client") })
+	t.Run("cancel-while-stalled/ctx-timeouts", func(t *testing.T) { cancelSlow(t, "ContextTimeoutEnabled", ctxTimeouts()) })
 	e.check(CheckOpts{NoFIFO: true})
 }
 
