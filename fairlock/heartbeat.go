@@ -58,6 +58,7 @@ func (l *Locker) beat() {
 		if c.holder != nil && c.holder.expiresBefore(time.Now().Add(l.heartbeat)) {
 			c.holder.lose()
 		}
+		l.evictUnconfirmed(c.tokens)
 	}
 }
 
@@ -104,6 +105,20 @@ func (l *Locker) applyHeartbeat(c *heartbeatCall, st []int64, sent time.Time) {
 			signal(w.evicted)
 		default:
 			deliver(w, status)
+		}
+	}
+}
+
+// evictUnconfirmed tells waiters whose place Redis has not confirmed for a
+// waiter TTL that they lost it: they queue again, which either succeeds or
+// returns Redis's error to the caller, so no Acquire waits on a Redis that
+// is gone for longer than that.
+func (l *Locker) evictUnconfirmed(tokens []string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, token := range tokens {
+		if w := l.waiters[token]; w != nil && time.Since(w.since) > l.cfg.waiterTTL {
+			signal(w.evicted)
 		}
 	}
 }

@@ -78,29 +78,39 @@ func (l *Locker) subscribe(ctx context.Context, name string, keys []string) erro
 }
 
 // listenOn subscribes channel on the connection to node, opening it (and
-// its listener goroutine) if needed. l.subMu is held.
+// its listener goroutine) if needed. The first channel goes with the
+// connection: go-redis picks a Cluster node by it. l.subMu is held.
 func (l *Locker) listenOn(ctx context.Context, node, channel string) error {
-	ps := l.conns[node]
-	if ps == nil {
-		if cc, ok := l.client.(*redis.ClusterClient); ok {
-			ps = cc.SSubscribe(ctx)
-		} else {
-			ps = l.client.Subscribe(ctx)
+	select {
+	case <-l.stopped:
+		return ErrClosed
+	default:
+	}
+	if ps := l.conns[node]; ps != nil {
+		if l.sharded {
+			return ps.SSubscribe(ctx, channel)
 		}
-		l.conns[node] = ps
-		l.bg.Add(1)
-		go l.listen(ps)
+		return ps.Subscribe(ctx, channel)
 	}
-	if l.sharded {
-		return ps.SSubscribe(ctx, channel)
+	var ps *redis.PubSub
+	if cc, ok := l.client.(*redis.ClusterClient); ok {
+		ps = cc.SSubscribe(ctx, channel)
+	} else {
+		ps = l.client.Subscribe(ctx, channel)
 	}
-	return ps.Subscribe(ctx, channel)
+	l.conns[node] = ps
+	l.bg.Add(1)
+	go l.listen(ps, node)
+	return nil
 }
 
-// listen routes grant messages to waiters. After a connection drops,
-// go-redis reconnects and resubscribes; messages sent meanwhile are lost, so
-// a resubscription triggers a heartbeat, which finds those grants.
-func (l *Locker) listen(ps *redis.PubSub) {
+// listen routes grant messages to waiters. Off Cluster, go-redis
+// reconnects and resubscribes after a drop; messages sent meanwhile are
+// lost, so a resubscription triggers a heartbeat, which finds those grants.
+// On Cluster go-redis would resubscribe all of a shard's channels in one
+// SSUBSCRIBE, which Redis refuses when they span slots, and it does not
+// follow a slot that moved: there a broken connection is replaced instead.
+func (l *Locker) listen(ps *redis.PubSub, node string) {
 	defer l.bg.Done()
 	for {
 		msg, err := ps.Receive(context.Background())
@@ -109,8 +119,12 @@ func (l *Locker) listen(ps *redis.PubSub) {
 			case <-l.stopped:
 				return
 			case <-time.After(10 * time.Millisecond):
-				continue
 			}
+			if l.sharded {
+				l.replaceConn(node, ps)
+				return
+			}
+			continue
 		}
 		switch m := msg.(type) {
 		case *redis.Message:
@@ -124,11 +138,71 @@ func (l *Locker) listen(ps *redis.PubSub) {
 			}
 			l.mu.Unlock()
 		case *redis.Subscription:
+			if m.Kind == "sunsubscribe" {
+				// Not asked for (dropIdleChannels forgets a channel first):
+				// its slot moved to another shard.
+				l.resubscribe([]string{m.Channel})
+				continue
+			}
 			l.confirmed(m.Channel)
 		}
 	}
 }
 
+// replaceConn closes a shard's broken connection and subscribes its
+// channels again, each on the shard that now owns its slot.
+func (l *Locker) replaceConn(node string, ps *redis.PubSub) {
+	ps.Close()
+	if cc, ok := l.client.(*redis.ClusterClient); ok {
+		ctx, cancel := context.WithTimeout(context.Background(), l.heartbeat)
+		cc.ReloadState(ctx) // a failover moved slots without telling us
+		cancel()
+	}
+	l.subMu.Lock()
+	if l.conns[node] == ps {
+		delete(l.conns, node)
+	}
+	var channels []string
+	for channel, sub := range l.subs {
+		if sub.node == node {
+			channels = append(channels, channel)
+		}
+	}
+	l.subMu.Unlock()
+	l.resubscribe(channels)
+}
+
+// resubscribe subscribes channels again on the shards that own them now,
+// for the locks still in use, and asks for a heartbeat to find grants
+// whose message was lost meanwhile.
+func (l *Locker) resubscribe(channels []string) {
+	defer l.kickHeartbeat()
+	cc, ok := l.client.(*redis.ClusterClient)
+	if !ok {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), l.heartbeat)
+	defer cancel()
+	l.subMu.Lock()
+	defer l.subMu.Unlock()
+	for _, channel := range channels {
+		sub := l.subs[channel]
+		if sub == nil {
+			continue
+		}
+		delete(l.subs, channel)
+		primary, err := cc.MasterForKey(ctx, lockKeys(l.cfg.prefix, sub.name)[0])
+		if err != nil {
+			continue // the next Acquire of this lock subscribes again
+		}
+		moved := &subscription{name: sub.name, node: primary.Options().Addr, lastUsed: sub.lastUsed, confirmed: make(chan struct{})}
+		if l.listenOn(ctx, moved.node, channel) == nil {
+			l.subs[channel] = moved
+		}
+	}
+}
+
+// confirmed records Redis's confirmation of a subscription.
 func (l *Locker) confirmed(channel string) {
 	l.subMu.Lock()
 	defer l.subMu.Unlock()

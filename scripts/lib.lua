@@ -26,7 +26,7 @@ local function keepFor(key, ttl)
   if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, ttl) end
 end
 
--- grantNext hands the free lock to the first live waiter, dropping dead ones
+-- grantNext hands the lock to the first live waiter, dropping dead ones
 -- on the way, and notifies the waiter's Locker. The lock lives only until the
 -- waiter's own heartbeat deadline: a waiter that died just before its turn
 -- holds it no longer than it would have kept its place. Its Locker extends
@@ -49,10 +49,12 @@ local function grantNext(notifyCmd, notifyPrefix)
   end
 end
 
--- releaseIfHolder frees the lock if token holds it and passes it on.
+-- releaseIfHolder frees the lock if token holds it and passes it on. The
+-- next holder overwrites the lock rather than following a DEL: during a
+-- Redis Cluster slot migration a script fails at the first key it touches
+-- that no longer exists, and must not stop between the two.
 local function releaseIfHolder(token, notifyCmd, notifyPrefix)
   if redis.call('GET', lockKey) ~= token then return 0 end
-  redis.call('DEL', lockKey)
-  grantNext(notifyCmd, notifyPrefix)
+  if not grantNext(notifyCmd, notifyPrefix) then redis.call('DEL', lockKey) end
   return 1
 end
