@@ -424,7 +424,7 @@ func (p *Proc) Signal(sig syscall.Signal) int64 {
 // TestHelperProcess is not a test: it is the body of agent processes.
 func TestHelperProcess(t *testing.T) {
 	if os.Getenv("FL_HELPER") != "agent" {
-		t.Skip("helper process body; runs only when re-exec'd by the fault suite")
+		return // only the body of re-exec'd agents; passes (rather than skips) in a normal run
 	}
 	agentMain()
 	os.Exit(0)
