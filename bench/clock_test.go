@@ -40,3 +40,10 @@ func TestAnalyse(t *testing.T) {
 		t.Fatalf("gap p50 %v wait max %v", r.GapP50us, r.WaitMaxus)
 	}
 }
+
+func TestUserArgs(t *testing.T) {
+	got := userArgs([]string{"-redis", "127.0.0.1:1", "-etcd=http://x", "-etcd-pid", "9", "-out", "results", "-contended-dur", "3s", "--cpuprofile=/tmp/p"})
+	if len(got) != 2 || got[0] != "-contended-dur" || got[1] != "3s" {
+		t.Fatalf("%q", got)
+	}
+}

@@ -238,7 +238,7 @@ func meta(mon *monitor, e *env, peers []peer) Meta {
 		Date:      time.Now().UTC().Format("2006-01-02 15:04 UTC"),
 		Nproc:     runtime.NumCPU(),
 		GoVersion: runtime.Version(),
-		Args:      os.Args[1:],
+		Args:      userArgs(os.Args[1:]),
 		LeaseTTL:  e.LeaseTTL.String(),
 		Spin:      e.SpinDelay.String(),
 	}
@@ -263,4 +263,23 @@ func meta(mon *monitor, e *env, peers []peer) Meta {
 		m.Settings = append(m.Settings, p.Name+": "+p.Settings)
 	}
 	return m
+}
+
+// userArgs drops the flags run.sh sets for this machine (addresses, PIDs,
+// paths), keeping those that change what is measured.
+func userArgs(args []string) []string {
+	drop := map[string]bool{"redis": true, "etcd": true, "etcd-pid": true, "out": true, "cpuprofile": true}
+	var out []string
+	for i := 0; i < len(args); i++ {
+		a := strings.TrimLeft(args[i], "-")
+		name, _, hasValue := strings.Cut(a, "=")
+		if drop[name] {
+			if !hasValue {
+				i++ // the value is the next argument
+			}
+			continue
+		}
+		out = append(out, args[i])
+	}
+	return out
 }

@@ -335,7 +335,7 @@ func markdown(res *Results) string {
 	for _, s := range m.Settings {
 		p("- %s\n", s)
 	}
-	p("\n![chart](chart.svg)\n\nCommand line: `bench %s`\n", strings.Join(m.Args, " "))
+	p("\n![chart](chart.svg)\n\nCommand: `bench/run.sh %s`\n", strings.Join(m.Args, " "))
 	return b.String()
 }
 
