@@ -589,8 +589,8 @@ func (a *agent) command(f []string) {
 		if c != nil {
 			c()
 		}
-	case "contend": // contend NAME GOROUTINES DURms COUNTERKEY HOLDµs
-		go a.contend(arg(1), int(num(2)), time.Duration(num(3))*time.Millisecond, arg(4), time.Duration(num(5))*time.Microsecond)
+	case "contend": // contend NAME GOROUTINES DURms COUNTERKEY HOLDµs TRYGOROUTINES
+		go a.contend(arg(1), int(num(2)), time.Duration(num(3))*time.Millisecond, arg(4), time.Duration(num(5))*time.Microsecond, int(num(6)))
 	case "reset": // close the Locker and open a fresh one (fresh subscription)
 		a.emit(Ev{Kind: "closing"})
 		if err := a.getLocker().Close(); err != nil {
@@ -663,8 +663,10 @@ func (a *agent) acquire(w, name string, holdUS int64, flags string) {
 }
 
 // contend runs g goroutines that loop Acquire, an unguarded read-modify-write
-// of counterKey, Release, for d.
-func (a *agent) contend(name string, g int, d time.Duration, counterKey string, hold time.Duration) {
+// of counterKey, Release, for d. The first try of them use TryAcquire
+// instead (a refusal is an "acqerr notacquired"), to check it never jumps
+// the queue.
+func (a *agent) contend(name string, g int, d time.Duration, counterKey string, hold time.Duration, try int) {
 	l := a.getLocker()
 	end := time.Now().Add(d)
 	var wg sync.WaitGroup
@@ -678,13 +680,21 @@ func (a *agent) contend(name string, g int, d time.Duration, counterKey string, 
 				w := fmt.Sprintf("%s.g%d.%d", a.id, i, k)
 				ctx := context.Background()
 				a.emit(Ev{W: w, Kind: "call", L: name})
-				lease, err := l.Acquire(ctx, name, fairlock.OnQueued(func(pos int) {
+				acquire := l.Acquire
+				if i < try {
+					acquire = l.TryAcquire
+				}
+				lease, err := acquire(ctx, name, fairlock.OnQueued(func(pos int) {
 					a.emit(Ev{W: w, Kind: "queued", Pos: pos})
 				}))
 				t := monoNow()
 				if err != nil {
 					a.emit(Ev{T: t, W: w, Kind: "acqerr", Err: errClass(err)})
-					time.Sleep(10 * time.Millisecond)
+					if errors.Is(err, fairlock.ErrNotAcquired) {
+						time.Sleep(2*time.Millisecond + time.Duration(rand.IntN(3000))*time.Microsecond)
+					} else {
+						time.Sleep(10 * time.Millisecond)
+					}
 					continue
 				}
 				a.emit(Ev{T: t, W: w, Kind: "granted", Fence: lease.Fence(), Tok: lease.Token()})
