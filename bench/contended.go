@@ -270,7 +270,10 @@ func perGrant(r *ContendedResult, cs countSnap, sd serverDelta, redis bool) {
 		r.ClientCalls = cs.Names
 		r.EvalUsec = sd.UsecPer["evalsha"]
 	} else {
+		r.RoundTripsPerGrant = float64(cs.RoundTrips) / n
+		r.ClientCmdsPerGrant = float64(cs.Commands) / n
 		r.ServerCPUusPerGrant = float64(sd.EtcdCPUus) / n
+		r.ClientCalls = cs.Names
 	}
 }
 

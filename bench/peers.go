@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"google.golang.org/grpc"
 )
 
 // counters are the client-side counts of one or more go-redis clients.
@@ -247,14 +248,31 @@ func (w *etcdWorker) Close() error {
 	return w.cli.Close()
 }
 
-func newEtcdWorker(e *env) (worker, error) {
+func newEtcdWorker(e *env, c *counters) (worker, error) {
 	if e.EtcdEndpoint == "" {
 		return nil, errors.New("no etcd endpoint")
 	}
-	cli, err := clientv3.New(clientv3.Config{
+	cfg := clientv3.Config{
 		Endpoints:   []string{e.EtcdEndpoint},
 		DialTimeout: 5 * time.Second,
-	})
+	}
+	if c != nil {
+		// Round trips of etcd: unary RPCs (Txn, Get, Delete, ...). Watches
+		// ride on a gRPC stream and are counted by name only.
+		cfg.DialOptions = []grpc.DialOption{
+			grpc.WithChainUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+				c.roundTrips.Add(1)
+				c.commands.Add(1)
+				c.countName("grpc:" + method[strings.LastIndexByte(method, '/')+1:])
+				return invoker(ctx, method, req, reply, cc, opts...)
+			}),
+			grpc.WithChainStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+				c.countName("grpc-stream:" + method[strings.LastIndexByte(method, '/')+1:])
+				return streamer(ctx, desc, cc, method, opts...)
+			}),
+		}
+	}
+	cli, err := clientv3.New(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -304,7 +322,7 @@ func allPeers() []peer {
 			Name:     "etcd",
 			Settings: "go.etcd.io/etcd/client/v3 v3.7.3 concurrency.Mutex, one Session (TTL=lease) per worker, against Debian etcd-server",
 			New: func(e *env, c *counters) (worker, error) {
-				return newEtcdWorker(e)
+				return newEtcdWorker(e, c)
 			},
 		},
 	}
@@ -342,8 +360,9 @@ func cmdName(cmd redis.Cmder) string {
 	return n
 }
 
-func (c *counters) count(cmd redis.Cmder) {
-	n := cmdName(cmd)
+func (c *counters) count(cmd redis.Cmder) { c.countName(cmdName(cmd)) }
+
+func (c *counters) countName(n string) {
 	c.mu.Lock()
 	if c.byName == nil {
 		c.byName = map[string]int64{}

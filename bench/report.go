@@ -229,7 +229,7 @@ func markdown(res *Results) string {
 		}
 		p("## 1. Uncontended acquire+release, one client\n\n| peer | cycles/s | fl÷peer | p50 | p99 | round trips/cycle | Redis cmds/cycle | server CPU/cycle | note |\n|---|---|---|---|---|---|---|---|---|\n")
 		for _, u := range res.Uncontended {
-			p("| %s | %.0f | %s | %.0f µs%s | %.0f µs%s | %s | %s | %.1f µs | %s |\n", u.Peer, u.CyclesPerSec, ratio(fl, u.CyclesPerSec), u.P50us, xl(res, u.LocalPingus, u.P50us), u.P99us, xl(res, u.LocalPingus, u.P99us), redisOnly(u.Peer, u.RoundTripsPerCycle), redisOnly(u.Peer, u.ServerCmdsPerCycle), u.ServerCPUusPerCycle, u.Note)
+			p("| %s | %.0f | %s | %.0f µs%s | %.0f µs%s | %s | %s | %.1f µs | %s |\n", u.Peer, u.CyclesPerSec, ratio(fl, u.CyclesPerSec), u.P50us, xl(res, u.LocalPingus, u.P50us), u.P99us, xl(res, u.LocalPingus, u.P99us), rtCell(u.Peer, u.RoundTripsPerCycle), redisOnly(u.Peer, u.ServerCmdsPerCycle), u.ServerCPUusPerCycle, u.Note)
 		}
 		p("\n")
 	}
@@ -273,14 +273,19 @@ func markdown(res *Results) string {
 				c.Peer, c.GrantsPerSec, fr, 100*c.Busy, c.Jain, c.MinGrants, c.MaxGrants, c.BargingPct,
 				c.WaitP50us/1e3, xl(res, c.LocalPingus, c.WaitP50us), c.WaitP99us/1e3, xl(res, c.LocalPingus, c.WaitP99us), c.WaitMaxus/1e3, xl(res, c.LocalPingus, c.WaitMaxus),
 				c.GapP50us, xl(res, c.LocalPingus, c.GapP50us), c.GapP99us, xl(res, c.LocalPingus, c.GapP99us), c.GapMaxus/1e3, c.GapsOver5ms,
-				redisOnly(c.Peer, c.RoundTripsPerGrant), redisOnly(c.Peer, c.ServerCmdsPerGrant), c.ServerCPUusPerGrant, c.Overlaps+c.OverlapsAtomic, c.LocalPingus, errs)
+				rtCell(c.Peer, c.RoundTripsPerGrant), redisOnly(c.Peer, c.ServerCmdsPerGrant), c.ServerCPUusPerGrant, c.Overlaps+c.OverlapsAtomic, c.LocalPingus, errs)
 		}
 		p("\n")
 		for _, c := range res.Contended {
-			if c.Variant == v && len(c.Cmdstats) > 0 {
+			if c.Variant != v || len(c.ClientCalls) == 0 {
+				continue
+			}
+			if len(c.Cmdstats) > 0 {
 				p("- %s Redis commands: %s\n", c.Peer, cmdstatsLine(c.Cmdstats, c.GrantsTotal))
 				p("  - %s client calls: %s\n", c.Peer, cmdstatsLine(c.ClientCalls, c.GrantsTotal))
 				p("  - %s SLOWLOG: %s; server time per EVALSHA %.1f µs\n", c.Peer, slowLine(c.Slowlog), c.EvalUsec)
+			} else {
+				p("- %s client calls: %s\n", c.Peer, cmdstatsLine(c.ClientCalls, c.GrantsTotal))
 			}
 		}
 		p("\n")
@@ -525,4 +530,12 @@ func memCell(s ScaleResult) string {
 		return "— (too few to measure)"
 	}
 	return fmt.Sprintf("%.0f (%.0f)", s.HeapStackPerWaiter, s.HeapPerWaiter)
+}
+
+// rtCell shows round trips; etcd's are its unary gRPC calls.
+func rtCell(peer string, v float64) string {
+	if peer == "etcd" {
+		return fmt.Sprintf("%.2f (gRPC unary)", v)
+	}
+	return fmt.Sprintf("%.2f", v)
 }

@@ -190,6 +190,7 @@ func runUncontended(p peer, e *env, mon *monitor, dur time.Duration) Uncontended
 			r.ServerCmdsPerCycle = float64(sd.Commands) / n
 			r.ServerCPUusPerCycle = float64(sd.CPUus) / n
 		} else {
+			r.RoundTripsPerCycle = float64(cs.RoundTrips) / n
 			r.ServerCPUusPerCycle = float64(sd.EtcdCPUus) / n
 		}
 	}
