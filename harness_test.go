@@ -15,6 +15,7 @@ package fairlock_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -261,18 +262,33 @@ type Proc struct {
 }
 
 type tailBuffer struct {
-	mu sync.Mutex
-	b  []byte
+	mu   sync.Mutex
+	b    []byte
+	race []byte // from the first race detector report on, up to 32KB
 }
 
 func (t *tailBuffer) Write(p []byte) (int, error) {
 	t.mu.Lock()
+	if t.race == nil {
+		if i := bytes.Index(p, []byte("WARNING: DATA RACE")); i >= 0 {
+			t.race = append([]byte{}, p[i:]...)
+		}
+	} else if len(t.race) < 32<<10 {
+		t.race = append(t.race, p...)
+	}
 	t.b = append(t.b, p...)
 	if len(t.b) > 8192 {
 		t.b = t.b[len(t.b)-8192:]
 	}
 	t.mu.Unlock()
 	return len(p), nil
+}
+
+// Race returns the race detector's report, if the agent printed one.
+func (t *tailBuffer) Race() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.race)
 }
 
 func (t *tailBuffer) String() string {
@@ -343,6 +359,9 @@ func (c *Cluster) Spawn(opts ...ProcOpt) *Proc {
 		case <-p.exitc:
 		case <-time.After(5 * time.Second):
 			t.Errorf("agent %s (pid %d) did not exit after SIGKILL", id, pid)
+		}
+		if r := p.errb.Race(); r != "" {
+			t.Errorf("agent %s (pid %d) hit a data race:\n%s", id, pid, r)
 		}
 		if t.Failed() {
 			if s := p.errb.String(); strings.TrimSpace(s) != "" {
