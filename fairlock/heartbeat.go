@@ -34,7 +34,6 @@ func (l *Locker) kickHeartbeat() {
 }
 
 func (l *Locker) beat() {
-	l.expireLeases()
 	calls := l.heartbeatCalls()
 	if len(calls) == 0 {
 		return
@@ -53,11 +52,6 @@ func (l *Locker) beat() {
 			}
 		}
 		l.observe(Event{Kind: EventHeartbeatFailed, Name: c.name, Err: cerr})
-		// Without a renewal, give up a lease before Redis may drop it: the
-		// next heartbeat could come too late.
-		if c.holder != nil && c.holder.expiresBefore(time.Now().Add(l.heartbeat)) {
-			c.holder.lose()
-		}
 		l.evictUnconfirmed(c.tokens)
 	}
 }
@@ -123,21 +117,6 @@ func (l *Locker) evictUnconfirmed(tokens []string) {
 	}
 }
 
-// expireLeases ends leases that are not renewed and whose time is up.
-func (l *Locker) expireLeases() {
-	l.mu.Lock()
-	var due []*Lease
-	now := time.Now()
-	for _, ll := range l.locks {
-		if s := ll.lease; s != nil && !s.needsHeartbeat() && s.expiresBefore(now) {
-			due = append(due, s)
-		}
-	}
-	l.mu.Unlock()
-	for _, s := range due {
-		s.lose()
-	}
-}
 
 func signal(ch chan struct{}) {
 	select {

@@ -21,8 +21,9 @@ type Lease struct {
 
 	mu        sync.Mutex
 	err       error     // nil while held
-	deadline  time.Time // before it, Redis surely still has the lease
-	claimed   bool      // extended to the full lease TTL at least once
+	deadline  time.Time   // before it, Redis surely still has the lease
+	expiry    *time.Timer // ends the lease as lost at deadline, whatever the heartbeat is doing
+	claimed   bool        // extended to the full lease TTL at least once
 	releasing bool      // Release was sent: a heartbeat that finds the lock gone is no loss
 }
 
@@ -100,7 +101,7 @@ func (s *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		return ErrNotHeld
 	}
 	s.mu.Lock()
-	s.deadline = sent.Add(ttl)
+	s.setDeadline(sent.Add(ttl))
 	s.claimed = true
 	s.mu.Unlock()
 	return nil
@@ -110,7 +111,7 @@ func (s *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 func (s *Lease) renewed(sent time.Time) {
 	s.mu.Lock()
 	if d := sent.Add(s.locker.cfg.leaseTTL); d.After(s.deadline) {
-		s.deadline = d
+		s.setDeadline(d)
 	}
 	s.claimed = true
 	s.mu.Unlock()
@@ -137,11 +138,16 @@ func (s *Lease) lose() {
 	}
 }
 
-// expiresBefore tells whether Redis may have dropped the lease by t.
-func (s *Lease) expiresBefore(t time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return !t.Before(s.deadline)
+// setDeadline moves the local end of the lease. A lease is lost at its
+// deadline unless renewed before: a heartbeat stuck on a slow reply cannot
+// delay that. s.mu is held.
+func (s *Lease) setDeadline(d time.Time) {
+	s.deadline = d
+	if s.expiry == nil {
+		s.expiry = time.AfterFunc(time.Until(d), s.lose)
+		return
+	}
+	s.expiry.Reset(time.Until(d))
 }
 
 // end closes the lease once, with err as its reason.
@@ -153,6 +159,7 @@ func (s *Lease) end(err error) {
 	}
 	s.err = err
 	close(s.done)
+	s.expiry.Stop()
 	s.mu.Unlock()
 
 	l := s.locker

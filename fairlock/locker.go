@@ -135,7 +135,6 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 			return nil, ctxError(ctx, fmt.Errorf("fairlock: subscribe: %w", err))
 		}
 	}
-	notifyCmd, notifyPrefix := l.notifyArgs(keys)
 	mode := "try"
 	if wait {
 		mode = "wait"
@@ -143,15 +142,8 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 	for {
 		w := l.newWaiter(name, keys)
 		sent := time.Now()
-		reply, err := acquireScript.Run(ctx, l.client, keys, w.token,
-			l.cfg.leaseTTL.Milliseconds(), l.cfg.waiterTTL.Milliseconds(), notifyCmd, notifyPrefix, mode).Result()
-		var res []int64
-		if err == nil {
-			res, err = parseInts(reply, 2)
-		}
+		res, err := l.enqueue(ctx, w, mode)
 		if err != nil {
-			// The reply may be lost, not the request: remove the entry by its token.
-			l.withdraw(w, err)
 			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %q: %w", name, err))
 		}
 		switch res[0] {
@@ -172,18 +164,73 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 			l.mu.Lock()
 			deadline := w.since.Add(min(l.cfg.waiterTTL, l.cfg.leaseTTL))
 			l.mu.Unlock()
+			claimed := false
+			if time.Until(deadline) < l.heartbeat {
+				// The grant lives only until this waiter's last heartbeat
+				// deadline, which is near or past: the message came late or
+				// this process was paused. Confirm it before trusting it.
+				claimSent := time.Now()
+				held, err := extendScript.Run(ctx, l.client, keys, w.token, l.cfg.leaseTTL.Milliseconds()).Int()
+				if err != nil {
+					l.leave(w, err, nil)
+					return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %q: %w", name, err))
+				}
+				if held == 0 {
+					l.forget(w) // it expired unclaimed: the place is lost, queue anew
+					continue
+				}
+				deadline, claimed = claimSent.Add(l.cfg.leaseTTL), true
+			}
 			l.forget(w)
-			return l.grant(ctx, name, keys, w.token, fence, deadline, false, start)
+			return l.grant(ctx, name, keys, w.token, fence, deadline, claimed, start)
 		case <-w.evicted:
 			l.forget(w) // queue anew, at the back
 		case <-ctx.Done():
-			l.withdraw(w, ctx.Err())
+			l.leave(w, ctx.Err(), nil)
 			return nil, ctxError(ctx, ctx.Err())
 		case <-l.closing:
-			l.withdraw(w, ErrClosed)
+			l.leave(w, ErrClosed, nil)
 			return nil, ErrClosed
 		}
 	}
+}
+
+// enqueue runs acquire.lua for w. go-redis may not abort a blocked read
+// when ctx ends, so with a cancellable ctx the call runs aside: on
+// cancellation Acquire returns at once, and w is withdrawn by its token once
+// the request has returned.
+func (l *Locker) enqueue(ctx context.Context, w *waiter, mode string) ([]int64, error) {
+	notifyCmd, notifyPrefix := l.notifyArgs(w.keys)
+	var res []int64
+	var err error
+	run := func() {
+		var reply any
+		reply, err = acquireScript.Run(ctx, l.client, w.keys, w.token,
+			l.cfg.leaseTTL.Milliseconds(), l.cfg.waiterTTL.Milliseconds(), notifyCmd, notifyPrefix, mode).Result()
+		if err == nil {
+			res, err = parseInts(reply, 2)
+		}
+	}
+	if ctx.Done() == nil {
+		run()
+	} else {
+		returned := make(chan struct{})
+		go func() {
+			defer close(returned)
+			run()
+		}()
+		select {
+		case <-returned:
+		case <-ctx.Done():
+			l.leave(w, ctx.Err(), returned)
+			return nil, ctx.Err()
+		}
+	}
+	if err != nil {
+		// The reply may be lost, not the request: remove the entry by its token.
+		l.leave(w, err, nil)
+	}
+	return res, err
 }
 
 // ctxError makes err match ctx.Err() when the context ended, whatever the
@@ -242,11 +289,33 @@ func (l *Locker) forget(w *waiter) {
 	}
 }
 
-// withdraw takes a waiter out of the queue, or releases the lock if it was
-// granted meanwhile. It runs even when the caller's context has ended, and
-// is bounded by the waiter TTL: after that Redis drops the entry by itself.
-func (l *Locker) withdraw(w *waiter, why error) {
+// leave withdraws w from the queue, waiting for that at most one heartbeat:
+// a stalled Redis must not hold up the caller, and Redis drops the entry by
+// itself after the waiter TTL. If pending is not nil, the withdrawal waits
+// until it is closed, when the request that queued w has returned.
+func (l *Locker) leave(w *waiter, why error, pending <-chan struct{}) {
 	l.forget(w)
+	finished := make(chan struct{})
+	l.bg.Add(1)
+	go func() {
+		defer l.bg.Done()
+		defer close(finished)
+		if pending != nil {
+			<-pending
+		}
+		l.withdraw(w, why)
+	}()
+	timer := time.NewTimer(l.heartbeat)
+	defer timer.Stop()
+	select {
+	case <-finished:
+	case <-timer.C:
+	}
+}
+
+// withdraw takes a waiter out of the queue, or releases the lock if it was
+// granted meanwhile, bounded by the waiter TTL.
+func (l *Locker) withdraw(w *waiter, why error) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.waiterTTL)
 	defer cancel()
 	notifyCmd, notifyPrefix := l.notifyArgs(w.keys)
@@ -279,15 +348,17 @@ func (l *Locker) dropIfIdle(name string, ll *localLock) {
 // at once rather than left to a holder nobody will return it to.
 func (l *Locker) grant(ctx context.Context, name string, keys []string, token string, fence int64, deadline time.Time, claimed bool, start time.Time) (*Lease, error) {
 	s := &Lease{
-		locker:   l,
-		name:     name,
-		keys:     keys,
-		token:    token,
-		fence:    fence,
-		done:     make(chan struct{}),
-		deadline: deadline,
-		claimed:  claimed,
+		locker:  l,
+		name:    name,
+		keys:    keys,
+		token:   token,
+		fence:   fence,
+		done:    make(chan struct{}),
+		claimed: claimed,
 	}
+	s.mu.Lock()
+	s.setDeadline(deadline)
+	s.mu.Unlock()
 	l.mu.Lock()
 	closed := l.closed
 	if !closed {
