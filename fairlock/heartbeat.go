@@ -117,7 +117,6 @@ func (l *Locker) evictUnconfirmed(tokens []string) {
 	}
 }
 
-
 func signal(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:

@@ -20,11 +20,11 @@ type Lease struct {
 	done   chan struct{}
 
 	mu        sync.Mutex
-	err       error     // nil while held
+	err       error       // nil while held
 	deadline  time.Time   // before it, Redis surely still has the lease
 	expiry    *time.Timer // ends the lease as lost at deadline, whatever the heartbeat is doing
 	claimed   bool        // extended to the full lease TTL at least once
-	releasing bool      // Release was sent: a heartbeat that finds the lock gone is no loss
+	releasing bool        // Release was sent: a heartbeat that finds the lock gone is no loss
 }
 
 // Name is the lock's name.
