@@ -161,28 +161,10 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 		}
 		select {
 		case fence := <-w.granted:
-			l.mu.Lock()
-			deadline := w.since.Add(min(l.cfg.waiterTTL, l.cfg.leaseTTL))
-			l.mu.Unlock()
-			claimed := false
-			if time.Until(deadline) < l.heartbeat {
-				// The grant lives only until this waiter's last heartbeat
-				// deadline, which is near or past: the message came late or
-				// this process was paused. Confirm it before trusting it.
-				claimSent := time.Now()
-				held, err := extendScript.Run(ctx, l.client, keys, w.token, l.cfg.leaseTTL.Milliseconds()).Int()
-				if err != nil {
-					l.leave(w, err, nil)
-					return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %q: %w", name, err))
-				}
-				if held == 0 {
-					l.forget(w) // it expired unclaimed: the place is lost, queue anew
-					continue
-				}
-				deadline, claimed = claimSent.Add(l.cfg.leaseTTL), true
+			s, err := l.accept(ctx, w, fence, start)
+			if err != errGrantExpired {
+				return s, err
 			}
-			l.forget(w)
-			return l.grant(ctx, name, keys, w.token, fence, deadline, claimed, start)
 		case <-w.evicted:
 			l.forget(w) // queue anew, at the back
 		case <-ctx.Done():
@@ -193,6 +175,36 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 			return nil, ErrClosed
 		}
 	}
+}
+
+// errGrantExpired means a grant expired before its waiter heard of it.
+var errGrantExpired = errors.New("fairlock: grant expired unclaimed")
+
+// accept turns a grant notification into a Lease. The grant lives only
+// until the waiter's last heartbeat deadline; when that is near or past (the
+// message came late, or this process was paused), it is confirmed with one
+// round trip before it is trusted. errGrantExpired means the place is lost
+// and the waiter must queue anew.
+func (l *Locker) accept(ctx context.Context, w *waiter, fence int64, start time.Time) (*Lease, error) {
+	l.mu.Lock()
+	deadline := w.since.Add(min(l.cfg.waiterTTL, l.cfg.leaseTTL))
+	l.mu.Unlock()
+	claimed := false
+	if time.Until(deadline) < l.heartbeat {
+		sent := time.Now()
+		held, err := extendScript.Run(ctx, l.client, w.keys, w.token, l.cfg.leaseTTL.Milliseconds()).Int()
+		if err != nil {
+			l.leave(w, err, nil)
+			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %q: %w", w.name, err))
+		}
+		if held == 0 {
+			l.forget(w)
+			return nil, errGrantExpired
+		}
+		deadline, claimed = sent.Add(l.cfg.leaseTTL), true
+	}
+	l.forget(w)
+	return l.grant(ctx, w.name, w.keys, w.token, fence, deadline, claimed, start)
 }
 
 // enqueue runs acquire.lua for w. go-redis may not abort a blocked read
