@@ -25,7 +25,8 @@
 //     waiter for at most the waiter TTL, wherever it stands in the queue.
 //   - A lost notification, or a lease that expired with nobody releasing,
 //     delays a grant by at most one heartbeat period.
-//   - Every key has a TTL; a lock nobody uses leaves nothing behind.
+//   - Every key has a TTL; a lock nobody uses leaves only its fence key,
+//     which expires after a day.
 //   - Fences strictly increase per lock name, even after Redis lost its data.
 //
 // A failover of an asynchronously replicated Redis can lose a grant, a
