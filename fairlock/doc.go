@@ -33,6 +33,20 @@
 // paused holder can act after its lease ended, and a jump of the Redis
 // server's clock can shorten a lease. Fences are the answer to all three.
 //
-// One Locker per process is the normal use: it shares one pub/sub
-// connection and one heartbeat timer among all its waiters and leases.
+// # Use
+//
+// One Locker per process is the normal use: it shares one pub/sub connection
+// (one per shard on Redis Cluster) and one heartbeat timer among all its
+// waiters and leases, on every lock name.
+//
+//	locker, err := fairlock.New(redisClient)
+//	defer locker.Close()
+//	err = locker.Do(ctx, "account:42", func(ctx context.Context) error {
+//		return debit(ctx, 42) // ctx is cancelled if the lease is lost
+//	})
+//
+// Acquire and Release give finer control, TryAcquire never waits, Inspect
+// shows a lock's holder and queue, and WithObserver reports every step. The
+// package fairlocktest runs a Locker on an in-process miniredis for tests.
+// The options explain the lease TTL, the waiter TTL and the heartbeat.
 package fairlock
