@@ -166,7 +166,9 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 				return s, err
 			}
 		case <-w.evicted:
-			l.forget(w) // queue anew, at the back
+			// Queue anew, at the back. Redis may still hold the old entry if
+			// only the heartbeat's replies were lost: withdraw it by token.
+			l.leave(w, errPlaceLost, nil)
 		case <-ctx.Done():
 			l.leave(w, ctx.Err(), nil)
 			return nil, ctxError(ctx, ctx.Err())
@@ -176,6 +178,9 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 		}
 	}
 }
+
+// errPlaceLost is why a waiter that lost its place leaves the queue.
+var errPlaceLost = errors.New("fairlock: waiter lost its place in the queue")
 
 // errGrantExpired means a grant expired before its waiter heard of it.
 var errGrantExpired = errors.New("fairlock: grant expired unclaimed")
