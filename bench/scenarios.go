@@ -149,7 +149,7 @@ type UncontendedResult struct {
 	Note                string  `json:"note,omitempty"`
 }
 
-func runUncontended(p peer, e *env, mon *monitor, dur time.Duration) UncontendedResult {
+func runUncontended(p peer, e *env, mon *monitor, dur time.Duration, background bool) UncontendedResult {
 	r := UncontendedResult{Peer: p.Name}
 	set, err := newWorkerSet(p, e, 1)
 	if err != nil {
@@ -158,7 +158,14 @@ func runUncontended(p peer, e *env, mon *monitor, dur time.Duration) Uncontended
 	}
 	defer set.close()
 	w := set.ws[0]
-	ctx := context.Background()
+	// A deadline, as callers give: some peers take a different path for a
+	// context that can end (redislock derives one from the TTL otherwise).
+	ctx, cancel := context.WithTimeout(context.Background(), dur+time.Minute)
+	defer cancel()
+	if background {
+		ctx = context.Background()
+		r.Note = "context.Background()"
+	}
 	r.LocalPingus = mon.localPing(ctx, 200*time.Millisecond)
 	s0, _ := mon.snap(ctx)
 	c0 := set.c.snap()
