@@ -15,8 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
-	"os"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,13 +23,7 @@ import (
 	"github.com/fairlock/fairlock/fairlock"
 )
 
-func main() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := run(ctx, os.Stdout); err != nil {
-		log.Fatal(err)
-	}
-}
+func main() { exampleredis.Main(run) }
 
 // ErrStaleFence is returned by Store.Write when a newer holder already wrote.
 var ErrStaleFence = errors.New("stale fence: a newer lock holder has written")
@@ -67,12 +59,8 @@ func (s Store) Write(ctx context.Context, fence int64, value string) error {
 	return nil
 }
 
-func run(ctx context.Context, w io.Writer) error {
-	rdb, err := exampleredis.Open(ctx)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
+// run is the example; exampleredis.Main opens rdb and passes it in.
+func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	fmt.Fprintln(w, "using", rdb)
 
 	store := Store{rdb: rdb.Client, key: "example-fencing:document"}

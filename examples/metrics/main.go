@@ -16,10 +16,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
 	"net/http"
-	"os"
-	"os/signal"
 	"sync"
 	"time"
 
@@ -30,21 +27,16 @@ import (
 func main() {
 	listen := flag.String("listen", "", "serve /metrics at this address after the workload")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Stdout, *listen); err != nil {
-		log.Fatal(err)
-	}
+	exampleredis.MainUntilInterrupt(func(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
+		return run(ctx, w, rdb, *listen)
+	})
 }
 
 const lockName = "reports"
 
-func run(ctx context.Context, w io.Writer, listen string) error {
-	rdb, err := exampleredis.Open(ctx)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
+// run is the example; exampleredis.MainUntilInterrupt opens rdb and passes
+// it in. The first line is a comment, to keep the output valid exposition.
+func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis, listen string) error {
 	fmt.Fprintln(w, "#", rdb)
 
 	metrics := NewMetrics()

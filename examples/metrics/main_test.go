@@ -1,39 +1,32 @@
 package main
 
 import (
-	"bytes"
 	"context"
+	"io"
 	"strings"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
+	"github.com/fairlock/fairlock/examples/internal/exampleredis"
+	"github.com/fairlock/fairlock/examples/internal/exampletest"
 	"github.com/fairlock/fairlock/fairlock"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { exampletest.Main(m) }
 
 func TestMetrics(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var out bytes.Buffer
-	if err := run(ctx, &out, ""); err != nil {
-		t.Fatalf("run: %v\n%s", err, out.String())
+	printOnce := func(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
+		return run(ctx, w, rdb, "") // no -listen
 	}
-	for _, want := range []string{
+	exampletest.Run(t, printOnce,
 		"# TYPE fairlock_events_total counter\n",
-		`fairlock_events_total{lock="reports",event="granted"} 15` + "\n",
-		`fairlock_events_total{lock="reports",event="released"} 15` + "\n",
-		`fairlock_wait_seconds_bucket{lock="reports",le="+Inf"} 15` + "\n",
-		`fairlock_wait_seconds_count{lock="reports"} 15` + "\n",
-		`fairlock_waiters{lock="reports"} 0` + "\n",
-		`fairlock_held{lock="reports"} 0` + "\n",
-	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
-		}
-	}
+		`fairlock_events_total{lock="reports",event="granted"} 15`+"\n",
+		`fairlock_events_total{lock="reports",event="released"} 15`+"\n",
+		`fairlock_wait_seconds_bucket{lock="reports",le="+Inf"} 15`+"\n",
+		`fairlock_wait_seconds_count{lock="reports"} 15`+"\n",
+		`fairlock_waiters{lock="reports"} 0`+"\n",
+		`fairlock_held{lock="reports"} 0`+"\n",
+	)
 }
 
 func TestExposition(t *testing.T) {

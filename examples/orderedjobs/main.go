@@ -14,8 +14,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -28,28 +26,20 @@ import (
 
 const prefix = "example-orderedjobs"
 
-func main() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := run(ctx, os.Stdout); err != nil {
-		log.Fatal(err)
-	}
-}
+func main() { exampleredis.Main(run) }
 
-func run(ctx context.Context, w io.Writer) error {
-	rdb, err := exampleredis.Open(ctx)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
+// run is the example; exampleredis.Main opens rdb and passes it in.
+func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	fmt.Fprintln(w, "using", rdb)
 
 	lockers := make([]*fairlock.Locker, 4)
 	for i := range lockers {
-		if lockers[i], err = fairlock.New(rdb.NewClient(), fairlock.WithKeyPrefix(prefix)); err != nil {
+		l, err := fairlock.New(rdb.NewClient(), fairlock.WithKeyPrefix(prefix))
+		if err != nil {
 			return err
 		}
-		defer lockers[i].Close()
+		defer l.Close()
+		lockers[i] = l
 	}
 	if err := inOrder(ctx, w, rdb, lockers[:3]); err != nil {
 		return err

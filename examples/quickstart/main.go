@@ -12,28 +12,16 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log"
-	"os"
 	"time"
 
 	"github.com/fairlock/fairlock/examples/internal/exampleredis"
 	"github.com/fairlock/fairlock/fairlock"
 )
 
-func main() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := run(ctx, os.Stdout); err != nil {
-		log.Fatal(err)
-	}
-}
+func main() { exampleredis.Main(run) }
 
-func run(ctx context.Context, w io.Writer) error {
-	rdb, err := exampleredis.Open(ctx)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
+// run is the example; exampleredis.Main opens rdb and passes it in.
+func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	fmt.Fprintln(w, "using", rdb)
 
 	// One Locker per process: it owns the pub/sub connection and the

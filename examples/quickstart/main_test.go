@@ -1,27 +1,13 @@
 package main
 
 import (
-	"bytes"
-	"context"
-	"strings"
 	"testing"
-	"time"
 
-	"go.uber.org/goleak"
+	"github.com/fairlock/fairlock/examples/internal/exampletest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { exampletest.Main(m) }
 
 func TestQuickstart(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	var out bytes.Buffer
-	if err := run(ctx, &out); err != nil {
-		t.Fatalf("run: %v\n%s", err, out.String())
-	}
-	for _, want := range []string{"acquired \"invoice-42\"", "released", "in Do: lock held", "Do returned", "TryAcquire got it"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output lacks %q:\n%s", want, out.String())
-		}
-	}
+	exampletest.Run(t, run, "acquired \"invoice-42\"", "released", "in Do: lock held", "Do returned", "TryAcquire got it")
 }

@@ -21,12 +21,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log"
 	"math/rand/v2"
-	"os"
 	"slices"
 	"sync"
-	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -43,13 +40,7 @@ const (
 	packetKey  = "example-redpacket:packet:1"
 )
 
-func main() {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := run(ctx, os.Stdout); err != nil {
-		log.Fatal(err)
-	}
-}
+func main() { exampleredis.Main(run) }
 
 // writePacket stores the new balance and shares left, but only for a fence
 // newer than the last writer's. A holder that paused past its lease carries
@@ -90,12 +81,8 @@ func grab(ctx context.Context, rdb *redis.Client, lease *fairlock.Lease, draw fu
 	return amount, write(ctx, rdb, lease.Fence(), p.Balance-amount, p.Left-1)
 }
 
-func run(ctx context.Context, w io.Writer) error {
-	rdb, err := exampleredis.Open(ctx)
-	if err != nil {
-		return err
-	}
-	defer rdb.Close()
+// run is the example; exampleredis.Main opens rdb and passes it in.
+func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	fmt.Fprintln(w, "using", rdb)
 	fmt.Fprintf(w, "packet: %s in %d shares, %d users, %d app instances\n", yuan(totalCents), shares, users, instances)
 
@@ -103,11 +90,12 @@ func run(ctx context.Context, w io.Writer) error {
 	lockers := make([]*fairlock.Locker, instances)
 	for i := range lockers {
 		clients[i] = rdb.NewClient()
-		lockers[i], err = fairlock.New(clients[i], fairlock.WithKeyPrefix("example-redpacket"))
+		l, err := fairlock.New(clients[i], fairlock.WithKeyPrefix("example-redpacket"))
 		if err != nil {
 			return err
 		}
-		defer lockers[i].Close()
+		defer l.Close()
+		lockers[i] = l
 	}
 
 	// The sender fills the packet under the lock. Users who arrive meanwhile

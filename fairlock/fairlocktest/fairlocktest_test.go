@@ -14,11 +14,17 @@ import (
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
+// testContext returns a context that ends after d or when the test ends.
+func testContext(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
 func TestNew(t *testing.T) {
 	rec := NewRecorder()
 	l := New(t, rec.Option())
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	ctx := testContext(t, 5*time.Second)
 	lease, err := l.Acquire(ctx, "x")
 	if err != nil {
 		t.Fatal(err)
@@ -38,8 +44,7 @@ func TestLeaseExpires(t *testing.T) {
 	opts := []fairlock.Option{fairlock.WithLeaseTTL(200 * time.Millisecond), fairlock.WithWaiterTTL(300 * time.Millisecond)}
 	a := srv.Locker(t, append(opts, fairlock.WithAutoRenew(false))...)
 	b := srv.Locker(t, opts...)
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-	defer cancel()
+	ctx := testContext(t, 3*time.Second)
 	first, err := a.Acquire(ctx, "x")
 	if err != nil {
 		t.Fatal(err)
@@ -133,8 +138,7 @@ func TestCheckFences(t *testing.T) {
 
 func TestWait(t *testing.T) {
 	r := NewRecorder()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
+	ctx := testContext(t, 2*time.Second)
 	go func() {
 		r.Record(ev(fairlock.EventEnqueued, "a", 0))
 		r.Record(ev(fairlock.EventEnqueued, "b", 0))
@@ -142,8 +146,8 @@ func TestWait(t *testing.T) {
 	if err := r.Wait(ctx, "n", fairlock.EventEnqueued, 2); err != nil {
 		t.Fatal(err)
 	}
-	short, cancel2 := context.WithTimeout(ctx, 10*time.Millisecond)
-	defer cancel2()
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
 	if err := r.Wait(short, "n", fairlock.EventEnqueued, 3); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Wait past deadline: got %v", err)
 	}
@@ -159,8 +163,7 @@ func TestWait(t *testing.T) {
 func TestRecorderWithCancelledWaiter(t *testing.T) {
 	srv := NewServer(t)
 	rec := NewRecorder()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
+	ctx := testContext(t, 5*time.Second)
 	holder, err := srv.Locker(t, rec.Option()).Acquire(ctx, "q")
 	if err != nil {
 		t.Fatal(err)

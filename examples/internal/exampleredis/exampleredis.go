@@ -1,5 +1,7 @@
 // Package exampleredis opens the Redis that every example runs against, so
 // that each example stays about the lock and not about connection setup.
+// An example's main is one line, Main(run): run gets the open Redis and
+// holds everything the example does with fairlock.
 //
 // With REDIS_URL set (for example redis://localhost:6379/0) the examples talk
 // to that server. Without it they start an embedded miniredis, so
