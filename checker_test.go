@@ -35,11 +35,9 @@ type Waiter struct {
 	Granted   int64 // 0 if never granted
 	Fence     int64
 	End       int64 // release call, lost notice or kill; MaxInt64 if still held
-	RelErr    string
-	Lost      bool // Redis or the library said the lease was lost
+	Lost      bool  // Redis or the library said the lease was lost
 	AcqErr    string
 	ProcFault bool // its process was killed or paused at some point
-	Requeued  int  // times it lost its place and queued anew
 }
 
 // entered is when the waiter's place in line was certainly taken.
@@ -52,7 +50,6 @@ func (w *Waiter) entered() int64 {
 
 // CheckOpts tunes a check.
 type CheckOpts struct {
-	Name string // only for messages
 	// HandoffBound is the allowance per position for hand-off on top of the
 	// longest observed hold (starvation bound). 0 skips the starvation check.
 	HandoffBound time.Duration
@@ -121,9 +118,6 @@ func BuildWaiters(evs []Ev) []*Waiter {
 		case "queued":
 			// A waiter that lost its place queues anew at the back: its
 			// last entry is the place that counts.
-			if w.Queued != 0 {
-				w.Requeued++
-			}
 			w.Queued, w.Pos = e.T, e.Pos
 		case "granted":
 			w.Granted, w.Fence = e.T, e.Fence
@@ -133,7 +127,6 @@ func BuildWaiters(evs []Ev) []*Waiter {
 			if w.End == math.MaxInt64 || e.T < w.End {
 				w.End = e.T
 			}
-			w.RelErr = e.Err
 			if e.Err != "ok" && e.Err != "nolease" {
 				w.Lost = true
 			}
@@ -351,60 +344,56 @@ func TestChecker(t *testing.T) {
 	ev := func(tm int64, w, kind string, f int64, pos int, err string) Ev {
 		return Ev{T: tm * 1000, Proc: strings.Split(w, ".")[0], W: w, Kind: kind, Fence: f, Pos: pos, Err: err}
 	}
-	good := []Ev{
-		ev(1, "a.1", "call", 0, 0, ""), ev(2, "a.1", "granted", 10, 0, ""),
-		ev(3, "b.1", "call", 0, 0, ""), ev(4, "b.1", "queued", 0, 1, ""),
-		ev(5, "c.1", "call", 0, 0, ""), ev(6, "c.1", "queued", 0, 2, ""),
-		ev(10, "a.1", "rel", 10, 0, "ok"), ev(11, "b.1", "granted", 11, 0, ""),
-		ev(20, "b.1", "rel", 11, 0, "ok"), ev(21, "c.1", "granted", 12, 0, ""),
-		ev(30, "c.1", "rel", 12, 0, "ok"),
-	}
-	if r := Check(good, CheckOpts{HandoffBound: time.Millisecond}); r.Err() != nil {
-		t.Fatalf("good history rejected: %v", r.Err())
-	}
-	cases := map[string]struct {
-		evs  []Ev
-		want string
-	}{
-		"overlap": {[]Ev{
-			ev(1, "a.1", "call", 0, 0, ""), ev(2, "a.1", "granted", 10, 0, ""),
-			ev(3, "b.1", "call", 0, 0, ""), ev(4, "b.1", "granted", 11, 0, ""),
-			ev(5, "a.1", "rel", 10, 0, "ok"), ev(6, "b.1", "rel", 11, 0, "ok"),
-		}, "mutual exclusion"},
-		"fence": {[]Ev{
-			ev(1, "a.1", "call", 0, 0, ""), ev(2, "a.1", "granted", 10, 0, ""),
-			ev(3, "a.1", "rel", 10, 0, "ok"),
-			ev(4, "b.1", "call", 0, 0, ""), ev(5, "b.1", "granted", 9, 0, ""),
-			ev(6, "b.1", "rel", 9, 0, "ok"),
-		}, "fence order"},
-		"fifo": {[]Ev{
-			ev(1, "a.1", "call", 0, 0, ""), ev(2, "a.1", "granted", 10, 0, ""),
-			ev(3, "b.1", "call", 0, 0, ""), ev(4, "b.1", "queued", 0, 1, ""),
-			ev(5, "c.1", "call", 0, 0, ""), ev(6, "c.1", "queued", 0, 2, ""),
-			ev(10, "a.1", "rel", 10, 0, "ok"), ev(11, "c.1", "granted", 11, 0, ""),
-			ev(20, "c.1", "rel", 11, 0, "ok"), ev(21, "b.1", "granted", 12, 0, ""),
-			ev(30, "b.1", "rel", 12, 0, "ok"),
-		}, "FIFO"},
-		"starved": {[]Ev{
-			ev(1, "a.1", "call", 0, 0, ""), ev(2, "a.1", "granted", 10, 0, ""),
-			ev(3, "b.1", "call", 0, 0, ""), ev(4, "b.1", "queued", 0, 1, ""),
-			ev(10, "a.1", "rel", 10, 0, "ok"), ev(5000, "b.1", "granted", 11, 0, ""),
-			ev(5001, "b.1", "rel", 11, 0, "ok"),
-		}, "starvation"},
-	}
-	for name, c := range cases {
-		r := Check(c.evs, CheckOpts{HandoffBound: time.Millisecond})
-		if err := r.Err(); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%s: want a %q violation, got %v", name, c.want, err)
+	call := func(tm int64, w string) Ev { return ev(tm, w, "call", 0, 0, "") }
+	queued := func(tm int64, w string, pos int) Ev { return ev(tm, w, "queued", 0, pos, "") }
+	granted := func(tm int64, w string, f int64) Ev { return ev(tm, w, "granted", f, 0, "") }
+	released := func(tm int64, w string, f int64, err string) Ev { return ev(tm, w, "rel", f, 0, err) }
+	// a holds; b, then c, queue behind it; the lock passes to first, then
+	// to second.
+	handoff := func(first, second string) []Ev {
+		return []Ev{
+			call(1, "a.1"), granted(2, "a.1", 10),
+			call(3, "b.1"), queued(4, "b.1", 1),
+			call(5, "c.1"), queued(6, "c.1", 2),
+			released(10, "a.1", 10, "ok"), granted(11, first, 11),
+			released(20, first, 11, "ok"), granted(21, second, 12),
+			released(30, second, 12, "ok"),
 		}
 	}
-	// A lost lease is exempt from mutual exclusion.
-	lost := []Ev{
-		ev(1, "a.1", "call", 0, 0, ""), ev(2, "a.1", "granted", 10, 0, ""),
-		ev(3, "b.1", "call", 0, 0, ""), ev(4, "b.1", "granted", 11, 0, ""),
-		ev(5, "a.1", "rel", 10, 0, "notheld"), ev(6, "b.1", "rel", 11, 0, "ok"),
+	// a and b hold at once; a's Release then ends with aErr.
+	overlap := func(aErr string) []Ev {
+		return []Ev{
+			call(1, "a.1"), granted(2, "a.1", 10), call(3, "b.1"), granted(4, "b.1", 11),
+			released(5, "a.1", 10, aErr), released(6, "b.1", 11, "ok"),
+		}
 	}
-	if r := Check(lost, CheckOpts{}); r.Err() != nil {
-		t.Errorf("lost lease not exempt: %v", r.Err())
+	oneMS := CheckOpts{HandoffBound: time.Millisecond}
+	for _, c := range []struct {
+		name string
+		o    CheckOpts
+		evs  []Ev
+		want string // the violation to catch; "" for none
+	}{
+		{"good", oneMS, handoff("b.1", "c.1"), ""},
+		{"overlap", oneMS, overlap("ok"), "mutual exclusion"},
+		{"fence", oneMS, []Ev{
+			call(1, "a.1"), granted(2, "a.1", 10), released(3, "a.1", 10, "ok"),
+			call(4, "b.1"), granted(5, "b.1", 9), released(6, "b.1", 9, "ok"),
+		}, "fence order"},
+		{"fifo", oneMS, handoff("c.1", "b.1"), "FIFO"},
+		{"starved", oneMS, []Ev{
+			call(1, "a.1"), granted(2, "a.1", 10), call(3, "b.1"), queued(4, "b.1", 1),
+			released(10, "a.1", 10, "ok"), granted(5000, "b.1", 11), released(5001, "b.1", 11, "ok"),
+		}, "starvation"},
+		// A lost lease is exempt from mutual exclusion.
+		{"lost lease", CheckOpts{}, overlap("notheld"), ""},
+	} {
+		err := Check(c.evs, c.o).Err()
+		if c.want == "" && err != nil {
+			t.Errorf("%s: history rejected: %v", c.name, err)
+		}
+		if c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: want a %q violation, got %v", c.name, c.want, err)
+		}
 	}
 }

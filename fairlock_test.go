@@ -14,6 +14,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,19 +64,174 @@ func newEnv(t *testing.T, lease, waiter time.Duration) *env {
 	srv := redistest.Start(t)
 	e := &env{t: t, srv: srv, rdb: srv.Client(t)}
 	e.c = newCluster(t, srv.Addr, lease, waiter)
-	e.lock = e.locker(e.rdb)
+	e.lock = openLocker(t, e.rdb, lease, waiter)
 	e.hb = e.lock.Heartbeat()
 	return e
 }
 
-func (e *env) locker(c redis.UniversalClient) *fairlock.Locker {
-	e.t.Helper()
-	l, err := fairlock.New(c, fairlock.WithLeaseTTL(e.c.Lease), fairlock.WithWaiterTTL(e.c.Wait))
+// openLocker opens a Locker in the parent, closed when t ends.
+func openLocker(t testing.TB, c redis.UniversalClient, lease, waiter time.Duration) *fairlock.Locker {
+	t.Helper()
+	l, err := fairlock.New(c, fairlock.WithLeaseTTL(lease), fairlock.WithWaiterTTL(waiter))
 	if err != nil {
-		e.t.Fatal(err)
+		t.Fatal(err)
 	}
-	e.t.Cleanup(func() { l.Close() })
+	t.Cleanup(func() { l.Close() })
 	return l
+}
+
+// spawn starts n agents.
+func (e *env) spawn(n int, opts ...ProcOpt) []*Proc {
+	e.t.Helper()
+	ps := make([]*Proc, n)
+	for i := range ps {
+		ps[i] = e.c.Spawn(opts...)
+	}
+	return ps
+}
+
+// spawnVia starts a proxy in front of Redis, closed when t ends, and an
+// agent that connects through it.
+func (e *env) spawnVia(t testing.TB, opts ...ProcOpt) (*Proxy, *Proc) {
+	t.Helper()
+	px := startProxy(t, e.srv.Addr)
+	return px, e.c.Spawn(append([]ProcOpt{viaAddr(px.Addr)}, opts...)...)
+}
+
+// roundRobin returns n turns taken in order by ps.
+func roundRobin(ps []*Proc, n int) []*Proc {
+	seq := make([]*Proc, n)
+	for i := range seq {
+		seq[i] = ps[i%len(ps)]
+	}
+	return seq
+}
+
+// await waits up to 5s for the event kind of waiter w.
+func (e *env) await(t testing.TB, w, kind string) Ev {
+	t.Helper()
+	return e.c.H.MustWait(t, 5*time.Second, w+" "+kind, isKind(w, kind))
+}
+
+// grant has p acquire name and keep the lease; it returns the waiter and
+// its grant.
+func (e *env) grant(t testing.TB, p *Proc, name string) (string, Ev) {
+	t.Helper()
+	w := p.Acquire(name, -1)
+	return w, e.await(t, w, "granted")
+}
+
+// queue has p acquire name (see Proc.Acquire for hold and flags) and waits
+// until the waiter is queued; pos > 0 also waits until Inspect counts pos
+// waiters, which makes the arrival order certain.
+func (e *env) queue(t testing.TB, p *Proc, name string, hold time.Duration, pos int, flags ...string) string {
+	t.Helper()
+	w := p.Acquire(name, hold, flags...)
+	e.await(t, w, "queued")
+	if pos > 0 {
+		e.waitWaiters(name, pos, 5*time.Second)
+	}
+	return w
+}
+
+// queueAll queues one waiter of each of ps in turn on name, each released
+// hold after its grant, and returns them in queue order.
+func (e *env) queueAll(t testing.TB, name string, hold time.Duration, ps []*Proc) []string {
+	t.Helper()
+	ws := make([]string, len(ps))
+	for i, p := range ps {
+		ws[i] = e.queue(t, p, name, hold, i+1)
+	}
+	return ws
+}
+
+// warmUp has p take and release the lock name once, so that it subscribes
+// while its network is fast.
+func (e *env) warmUp(t testing.TB, p *Proc, name string) {
+	t.Helper()
+	e.c.H.MustWait(t, 5*time.Second, "warm-up released", isKind(p.Acquire(name, 0), "rel"))
+}
+
+// releaseIn has p release the lease of w and returns the release event.
+func (e *env) releaseIn(t testing.TB, p *Proc, w string) Ev {
+	t.Helper()
+	p.Send("rel %s", w)
+	return e.await(t, w, "rel")
+}
+
+// released waits up to d for the release of each of ws, in turn.
+func (e *env) released(t testing.TB, d time.Duration, ws ...string) []Ev {
+	t.Helper()
+	evs := make([]Ev, len(ws))
+	for i, w := range ws {
+		evs[i] = e.c.H.MustWait(t, d, w+" released", isKind(w, "rel"))
+	}
+	return evs
+}
+
+// latest is the time of the last of evs.
+func latest(evs []Ev) int64 {
+	var last int64
+	for _, ev := range evs {
+		last = max(last, ev.T)
+	}
+	return last
+}
+
+// drainQueue queues one waiter of each of seq in turn behind the parent's
+// lease on name, each holding hold, releases the lease and waits until every
+// waiter released. Meanwhile, if fault is not nil, it runs fault every
+// period. It returns the waiters in queue order, their releases, and the time
+// from the parent's release to the last.
+func (e *env) drainQueue(t testing.TB, name string, hold time.Duration, seq []*Proc, period time.Duration, fault func()) ([]string, []Ev, time.Duration) {
+	t.Helper()
+	l, pw := e.hold(name)
+	ws := e.queueAll(t, name, hold, seq)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	defer func() { close(stop); wg.Wait() }()
+	if fault != nil {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(period):
+				}
+				fault()
+			}
+		})
+	}
+	t0, _ := e.release(l, pw)
+	rels := e.released(t, 30*time.Second, ws...)
+	return ws, rels, dur(latest(rels) - t0)
+}
+
+// outcome waits up to d for what becomes of waiter w after t: its grant, an
+// error, or its queueing anew. It returns that event (Kind "" if none came)
+// and its name.
+func (e *env) outcome(w string, t int64, d time.Duration) (Ev, string) {
+	ev, _ := e.c.H.Wait(d, func(ev Ev) bool { return isEnd(w)(ev) || isKindAfter(w, "queued", t)(ev) })
+	if ev.Kind == "" {
+		return ev, "still-waiting"
+	}
+	return ev, ev.Kind
+}
+
+// finishLate ends the waiter w of p whose grant came late, given its outcome
+// ev: a lease is released; a waiter queued anew must be granted (stamped
+// after after) within d, and is then released.
+func (e *env) finishLate(t testing.TB, p *Proc, w string, ev Ev, after int64, d time.Duration) {
+	t.Helper()
+	switch ev.Kind {
+	case "granted":
+		e.releaseIn(t, p, w)
+	case "acqerr":
+	default:
+		g := e.c.H.MustWait(t, d, w+" granted after requeue", isKindAfter(w, "granted", after))
+		p.Send("rel %s", w)
+		e.c.H.MustWait(t, 5*time.Second, w+" released", isKindAfter(w, "rel", g.T))
+	}
 }
 
 // hold acquires name in the parent and records it in the history.
@@ -125,15 +282,15 @@ func (e *env) waitWaiters(name string, n int, d time.Duration) {
 	}
 }
 
-// waitFree polls until name is neither held nor waited for; it returns how
-// long that took, or fails after d.
-func (e *env) waitFree(name string, d time.Duration) time.Duration {
+// waitFree polls until name is neither held nor waited for; it fails after
+// d.
+func (e *env) waitFree(name string, d time.Duration) {
 	e.t.Helper()
 	start := time.Now()
 	for {
 		st := e.inspect(name)
 		if !st.Held && st.Waiters == 0 {
-			return time.Since(start)
+			return
 		}
 		if time.Since(start) > d {
 			e.t.Fatalf("lock %q not free after %v: %+v", name, d, st)
@@ -142,14 +299,19 @@ func (e *env) waitFree(name string, d time.Duration) time.Duration {
 	}
 }
 
+// settle waits until each of names is free, then checks its keys.
+func (e *env) settle(names ...string) {
+	e.t.Helper()
+	for _, name := range names {
+		e.waitFree(name, e.hb+slack)
+		e.checkKeys(name)
+	}
+}
+
 // checkKeys fails if any key of the library has no TTL, or if name's queue
 // still holds entries.
 func (e *env) checkKeys(name string) {
-	e.t.Helper()
-	checkKeys(e.t, e.rdb, name)
-}
-
-func checkKeys(t testing.TB, rdb *redis.Client, name string) {
+	t, rdb := e.t, e.rdb
 	t.Helper()
 	ctx := context.Background()
 	iter := rdb.Scan(ctx, 0, prefix+":*", 100).Iterator()
@@ -166,12 +328,10 @@ func checkKeys(t testing.TB, rdb *redis.Client, name string) {
 	if err := iter.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if name != "" {
-		q := prefix + ":{" + name + "}:queue"
-		if n, _ := rdb.LLen(ctx, q).Result(); n != 0 {
-			ent, _ := rdb.LRange(ctx, q, 0, -1).Result()
-			t.Errorf("orphan queue entries in %s: %v", q, ent)
-		}
+	q := prefix + ":{" + name + "}:queue"
+	if n, _ := rdb.LLen(ctx, q).Result(); n != 0 {
+		ent, _ := rdb.LRange(ctx, q, 0, -1).Result()
+		t.Errorf("orphan queue entries in %s: %v", q, ent)
 	}
 }
 
@@ -196,13 +356,14 @@ func (e *env) check(o CheckOpts) *CheckResult {
 }
 
 func (e *env) dumpHistory() {
-	evs := e.c.H.Events()
+	all := e.c.H.Events()
+	evs := all
 	if len(evs) > 300 {
 		evs = evs[len(evs)-300:]
 	}
 	var b strings.Builder
 	for _, ev := range evs {
-		fmt.Fprintf(&b, "  %s %s\n", rel(e.c.H.Events(), ev.T), ev)
+		fmt.Fprintf(&b, "  %s %s\n", rel(all, ev.T), ev)
 	}
 	e.t.Logf("history (last %d events):\n%s", len(evs), b.String())
 }
@@ -214,46 +375,22 @@ func TestFault01_FIFOAcrossProcesses(t *testing.T) {
 	const procs, perProc = 8, 7 // 56 waiters
 	const hold = 3 * time.Millisecond
 	e := newEnv(t, time.Second, time.Second)
-	ps := make([]*Proc, procs)
-	for i := range ps {
-		ps[i] = e.c.Spawn()
-	}
 	name := "fifo"
-	lease, pw := e.hold(name)
-	var order []int
-	for i := 0; i < procs; i++ {
-		for j := 0; j < perProc; j++ {
-			order = append(order, i)
-		}
-	}
-	rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
-	var want []string
-	for i, pi := range order {
-		w := ps[pi].Acquire(name, hold)
-		e.c.H.MustWait(t, 5*time.Second, w+" queued", isKind(w, "queued"))
-		e.waitWaiters(name, i+1, 5*time.Second) // arrival order made certain by Inspect
-		want = append(want, w)
-	}
-	t0, _ := e.release(lease, pw)
-	var last int64
-	for _, w := range want {
-		ev := e.c.H.MustWait(t, 30*time.Second, w+" released", isKind(w, "rel"))
-		last = max(last, ev.T)
-	}
-	drain := dur(last - t0)
-	var got []string
+	seq := roundRobin(e.spawn(procs), procs*perProc)
+	rand.Shuffle(len(seq), func(i, j int) { seq[i], seq[j] = seq[j], seq[i] })
+	want, _, drain := e.drainQueue(t, name, hold, seq, 0, nil)
+	// BuildWaiters keeps first-seen order; sort by grant time.
+	var granted []*Waiter
 	for _, w := range BuildWaiters(e.c.H.Events()) {
 		if w.Granted != 0 && w.Proc != "parent" {
-			got = append(got, w.W)
+			granted = append(granted, w)
 		}
 	}
-	// BuildWaiters keeps first-seen order; sort by grant time.
-	ws := BuildWaiters(e.c.H.Events())
-	gt := map[string]int64{}
-	for _, w := range ws {
-		gt[w.W] = w.Granted
+	sort.SliceStable(granted, func(i, j int) bool { return granted[i].Granted < granted[j].Granted })
+	got := make([]string, len(granted))
+	for i, w := range granted {
+		got[i] = w.W
 	}
-	sortByGrant(got, gt)
 	inOrder := 0
 	for i := range want {
 		if i < len(got) && got[i] == want[i] {
@@ -271,16 +408,7 @@ func TestFault01_FIFOAcrossProcesses(t *testing.T) {
 	if drain > bound+slack {
 		t.Errorf("drain took %v > bound %v", drain, bound)
 	}
-	e.waitFree(name, e.hb+slack)
-	e.checkKeys(name)
-}
-
-func sortByGrant(ws []string, gt map[string]int64) {
-	for i := 1; i < len(ws); i++ {
-		for j := i; j > 0 && gt[ws[j]] < gt[ws[j-1]]; j-- {
-			ws[j], ws[j-1] = ws[j-1], ws[j]
-		}
-	}
+	e.settle(name)
 }
 
 // ---------------------------------------------------------------------------
@@ -293,10 +421,7 @@ func TestFault02_Contention(t *testing.T) {
 		d = 3 * time.Second
 	}
 	e := newEnv(t, time.Second, time.Second)
-	ps := make([]*Proc, procs)
-	for i := range ps {
-		ps[i] = e.c.Spawn()
-	}
+	ps := e.spawn(procs)
 	name, counter := "contended", "rmw-counter"
 	start := time.Now()
 	for _, p := range ps {
@@ -305,7 +430,7 @@ func TestFault02_Contention(t *testing.T) {
 	}
 	total := int64(0)
 	for _, p := range ps {
-		ev := e.c.H.MustWait(t, d+60*time.Second, p.ID+" contend-done", func(ev Ev) bool { return ev.Proc == p.ID && ev.Kind == "contend-done" })
+		ev := e.c.H.MustWait(t, d+60*time.Second, p.ID+" contend-done", isProc(p.ID, "contend-done"))
 		total += ev.N
 	}
 	elapsed := time.Since(start)
@@ -335,8 +460,7 @@ func TestFault02_Contention(t *testing.T) {
 	report(t, "2 contention 8x8 (1 TryAcquire goroutine per process)", fmt.Sprintf("counter=critical sections, 0 overlaps, fences increase, FIFO (TryAcquire never jumps the queue), wait<=pos×(maxHold+heartbeat %v)", e.hb),
 		fmt.Sprintf("sections=%d (TryAcquire: %d won, %d refused) counter=%d rate=%.0f/s violations=%d handoff p50=%v p99=%v max=%v starvation-ratio=%.3f",
 			total, tryWins, tries, got, float64(total)/elapsed.Seconds(), len(r.Violations), ms(p50), ms(p99), ms(mx), r.MaxStarveRat))
-	e.waitFree(name, e.hb+slack)
-	e.checkKeys(name)
+	e.settle(name)
 }
 
 // ---------------------------------------------------------------------------
@@ -351,10 +475,8 @@ func TestFault03_KillHolder(t *testing.T) {
 	for trial := 0; trial < 3; trial++ {
 		name := "killholder" + strconv.Itoa(trial)
 		h, w := e.c.Spawn(), e.c.Spawn()
-		hw := h.Acquire(name, -1)
-		e.c.H.MustWait(t, 5*time.Second, "holder granted", isKind(hw, "granted"))
-		ww := w.Acquire(name, -1)
-		e.c.H.MustWait(t, 5*time.Second, "waiter queued", isKind(ww, "queued"))
+		e.grant(t, h, name)
+		ww := e.queue(t, w, name, -1, 0)
 		// kill at a random phase of the renewal period
 		time.Sleep(time.Duration(rand.Int64N(int64(e.hb))))
 		t0 := h.Signal(syscall.SIGKILL)
@@ -365,12 +487,10 @@ func TestFault03_KillHolder(t *testing.T) {
 		if d > bound+slack {
 			t.Errorf("trial %d: next waiter granted %v after the holder's SIGKILL; bound lease TTL + heartbeat = %v", trial, d, bound)
 		}
-		w.Send("rel %s", ww)
-		if ev := e.c.H.MustWait(t, 5*time.Second, "waiter released", isKind(ww, "rel")); ev.Err != "ok" {
+		if ev := e.releaseIn(t, w, ww); ev.Err != "ok" {
 			t.Errorf("trial %d: waiter's Release: %s", trial, ev.Err)
 		}
-		e.waitFree(name, e.hb+slack)
-		e.checkKeys(name)
+		e.settle(name)
 	}
 	e.check(CheckOpts{})
 	report(t, "3 SIGKILL holder", fmt.Sprintf("next grant <= lease %v + heartbeat %v = %v", lease, e.hb, ms(bound)),
@@ -387,90 +507,54 @@ func TestFault04_KillWaiters(t *testing.T) {
 	bound := ttl + e.hb
 	const hold = 5 * time.Millisecond
 
-	// setup queues n waiters, one process each, behind a lock the parent holds.
-	setup := func(name string, n int) ([]*Proc, []string, *fairlock.Lease, string) {
-		lease, pw := e.hold(name)
-		ps := make([]*Proc, n)
-		ws := make([]string, n)
-		for i := range ps {
-			ps[i] = e.c.Spawn()
-			ws[i] = ps[i].Acquire(name, hold)
-			e.c.H.MustWait(t, 5*time.Second, ws[i]+" queued", isKind(ws[i], "queued"))
-			e.waitWaiters(name, i+1, 5*time.Second)
-		}
-		return ps, ws, lease, pw
-	}
-	// drained waits until every surviving waiter released and returns the time
-	// from t0 to the last release, minus the holds.
-	drained := func(ws []string, dead map[int]bool, t0 int64) time.Duration {
-		var last int64
-		n := 0
-		for i, w := range ws {
-			if dead[i] {
-				continue
-			}
-			ev := e.c.H.MustWait(t, bound+10*time.Second, w+" released", isKind(w, "rel"))
-			last = max(last, ev.T)
-			n++
-		}
-		return dur(last-t0) - time.Duration(n)*hold
-	}
-
-	t.Run("head", func(t *testing.T) {
-		name := "killhead"
-		ps, ws, lease, pw := setup(name, 4)
-		t0 := ps[0].Signal(syscall.SIGKILL)
-		e.release(lease, pw)
-		d := drained(ws, map[int]bool{0: true}, t0)
-		report(t, "4a SIGKILL waiter at head", fmt.Sprintf("queue drains <= waiter TTL %v + heartbeat %v (+ holds) = %v", waiterTTL, e.hb, ms(bound)), "drain="+ms(d))
-		if d > bound+slack {
-			t.Errorf("queue drained %v after the head waiter died; bound %v", d, bound)
-		}
-		e.waitFree(name, e.hb+slack)
-		e.checkKeys(name)
-	})
-	t.Run("middle", func(t *testing.T) {
-		name := "killmiddle"
-		ps, ws, lease, pw := setup(name, 5)
-		t0 := ps[2].Signal(syscall.SIGKILL)
-		e.release(lease, pw)
-		d := drained(ws, map[int]bool{2: true}, t0)
-		report(t, "4b SIGKILL waiter in the middle", fmt.Sprintf("queue drains <= waiter TTL %v + heartbeat %v (+ holds) = %v", waiterTTL, e.hb, ms(bound)), "drain="+ms(d))
-		if d > bound+slack {
-			t.Errorf("queue drained %v after a middle waiter died; bound %v", d, bound)
-		}
-		e.waitFree(name, e.hb+slack)
-		e.checkKeys(name)
-	})
-	t.Run("as-granted", func(t *testing.T) {
+	drains := fmt.Sprintf("queue drains <= waiter TTL %v + heartbeat %v (+ holds) = %v", waiterTTL, e.hb, ms(bound))
+	for _, k := range []struct {
+		sub, name    string
+		n, victim    int  // waiters queued, one process each; the one killed
+		afterRelease bool // kill just after the parent's Release, not before
+		scenario     string
+		bound        string
+		who          string // the victim, in the error
+	}{
+		{"head", "killhead", 4, 0, false, "4a SIGKILL waiter at head", drains, "the head waiter"},
+		{"middle", "killmiddle", 5, 2, false, "4b SIGKILL waiter in the middle", drains, "a middle waiter"},
 		// The parent's Release grants the head in Redis; the head is killed
 		// right after, before or while its process learns of the grant.
-		name := "killgranted"
-		ps, ws, lease, pw := setup(name, 4)
-		e.release(lease, pw)
-		t0 := ps[0].Signal(syscall.SIGKILL)
-		d := drained(ws, map[int]bool{0: true}, t0)
-		report(t, "4c SIGKILL waiter just as granted (parent kills)", fmt.Sprintf("queue drains <= max(lease,waiter TTL) %v + heartbeat %v = %v", ttl, e.hb, ms(bound)), "drain="+ms(d))
-		if d > bound+slack {
-			t.Errorf("queue drained %v after the just-granted waiter died; bound %v", d, bound)
-		}
-		e.waitFree(name, e.hb+slack)
-		e.checkKeys(name)
-	})
+		{"as-granted", "killgranted", 4, 0, true, "4c SIGKILL waiter just as granted (parent kills)",
+			fmt.Sprintf("queue drains <= max(lease,waiter TTL) %v + heartbeat %v = %v", ttl, e.hb, ms(bound)), "the just-granted waiter"},
+	} {
+		t.Run(k.sub, func(t *testing.T) {
+			l, pw := e.hold(k.name)
+			ps := e.spawn(k.n)
+			ws := e.queueAll(t, k.name, hold, ps)
+			var t0 int64
+			if k.afterRelease {
+				e.release(l, pw)
+				t0 = ps[k.victim].Signal(syscall.SIGKILL)
+			} else {
+				t0 = ps[k.victim].Signal(syscall.SIGKILL)
+				e.release(l, pw)
+			}
+			// The drain: from the kill to the last survivor's release, less
+			// the survivors' holds.
+			live := slices.Delete(slices.Clone(ws), k.victim, k.victim+1)
+			d := dur(latest(e.released(t, bound+10*time.Second, live...))-t0) - time.Duration(len(live))*hold
+			report(t, k.scenario, k.bound, "drain="+ms(d))
+			if d > bound+slack {
+				t.Errorf("queue drained %v after %s died; bound %v", d, k.who, bound)
+			}
+			e.settle(k.name)
+		})
+	}
 	t.Run("dies-on-grant", func(t *testing.T) {
 		// The head kills itself the instant Acquire returns.
 		name := "diegrant"
 		lease, pw := e.hold(name)
-		dying := e.c.Spawn()
-		dw := dying.Acquire(name, -1, "die")
-		e.c.H.MustWait(t, 5*time.Second, "dying queued", isKind(dw, "queued"))
-		e.waitWaiters(name, 1, 5*time.Second)
-		p := e.c.Spawn()
-		w := p.Acquire(name, hold)
-		e.c.H.MustWait(t, 5*time.Second, "next queued", isKind(w, "queued"))
-		e.waitWaiters(name, 2, 5*time.Second)
+		dying, p := e.c.Spawn(), e.c.Spawn()
+		e.queue(t, dying, name, -1, 1, "die")
+		w := e.queue(t, p, name, hold, 2)
 		e.release(lease, pw)
-		ex := e.c.H.MustWait(t, 5*time.Second, "dying exits", func(ev Ev) bool { return ev.Proc == dying.ID && ev.Kind == "exit" })
+		ex := e.c.H.MustWait(t, 5*time.Second, "dying exits", isProc(dying.ID, "exit"))
 		e.c.H.Add(Ev{T: ex.T, Proc: dying.ID, Kind: "kill"})
 		ev := e.c.H.MustWait(t, bound+10*time.Second, "next granted", isKind(w, "granted"))
 		d := dur(ev.T - ex.T)
@@ -478,9 +562,8 @@ func TestFault04_KillWaiters(t *testing.T) {
 		if d > bound+slack {
 			t.Errorf("next waiter granted %v after the holder died on grant; bound %v", d, bound)
 		}
-		e.c.H.MustWait(t, 5*time.Second, "next released", isKind(w, "rel"))
-		e.waitFree(name, e.hb+slack)
-		e.checkKeys(name)
+		e.await(t, w, "rel")
+		e.settle(name)
 	})
 	e.check(CheckOpts{})
 }
@@ -494,14 +577,12 @@ func TestFault05_PausedHolderFencing(t *testing.T) {
 	name, res := "paused", "resource"
 	ctx := context.Background()
 	h, w := e.c.Spawn(), e.c.Spawn()
-	hw := h.Acquire(name, -1)
-	hg := e.c.H.MustWait(t, 5*time.Second, "holder granted", isKind(hw, "granted"))
+	hw, hg := e.grant(t, h, name)
 	h.Send("write %s %s", hw, res)
-	if ev := e.c.H.MustWait(t, 5*time.Second, "holder's first write", isKind(hw, "write")); ev.Err != "accepted" {
+	if ev := e.await(t, hw, "write"); ev.Err != "accepted" {
 		t.Fatalf("holder's fenced write while holding: %s", ev.Err)
 	}
-	ww := w.Acquire(name, -1)
-	e.c.H.MustWait(t, 5*time.Second, "waiter queued", isKind(ww, "queued"))
+	ww := e.queue(t, w, name, -1, 0)
 	t0 := h.Signal(syscall.SIGSTOP)
 	wg := e.c.H.MustWait(t, lease+e.hb+5*time.Second, "waiter granted", isKind(ww, "granted"))
 	d := dur(wg.T - t0)
@@ -513,12 +594,12 @@ func TestFault05_PausedHolderFencing(t *testing.T) {
 		t.Errorf("new fence %d not above paused holder's %d", wg.Fence, hg.Fence)
 	}
 	w.Send("write %s %s", ww, res)
-	if ev := e.c.H.MustWait(t, 5*time.Second, "new holder's write", isKind(ww, "write")); ev.Err != "accepted" {
+	if ev := e.await(t, ww, "write"); ev.Err != "accepted" {
 		t.Errorf("new holder's fenced write: %s", ev.Err)
 	}
 	time.Sleep(lease) // well past the lease
 	before := e.inspect(name)
-	h.Signal(syscall.SIGCONT)
+	tc := h.Signal(syscall.SIGCONT)
 	// The stale holder learns it lost the lease...
 	lost := e.c.H.MustWait(t, lease+e.hb+5*time.Second, "stale holder notices the loss", isKind(hw, "lost"))
 	// ...and its Release, Extend and fenced write all fail and change nothing.
@@ -527,8 +608,8 @@ func TestFault05_PausedHolderFencing(t *testing.T) {
 	h.Send("ext %s %d", hw, 5000)
 	h.Send("rel %s", hw)
 	wr := e.c.H.MustWait(t, 5*time.Second, "stale write", isKindAfter(hw, "write", sent))
-	ex := e.c.H.MustWait(t, 5*time.Second, "stale extend", isKind(hw, "ext"))
-	rl := e.c.H.MustWait(t, 5*time.Second, "stale release", isKind(hw, "rel"))
+	ex := e.await(t, hw, "ext")
+	rl := e.await(t, hw, "rel")
 	if wr.Err != "rejected" {
 		t.Errorf("stale holder's fenced write: %s, want rejected", wr.Err)
 	}
@@ -549,25 +630,13 @@ func TestFault05_PausedHolderFencing(t *testing.T) {
 	if len(log) != 2 || log[0] != hw || log[1] != ww {
 		t.Errorf("fenced resource log = %v, want [%s %s]", log, hw, ww)
 	}
-	w.Send("rel %s", ww)
-	if ev := e.c.H.MustWait(t, 5*time.Second, "new holder release", isKind(ww, "rel")); ev.Err != "ok" {
+	if ev := e.releaseIn(t, w, ww); ev.Err != "ok" {
 		t.Errorf("new holder's release: %s", ev.Err)
 	}
 	report(t, "5 SIGSTOP holder + fencing", fmt.Sprintf("next grant <= lease %v + heartbeat %v = %v; stale Release/Extend=ErrNotHeld; stale write rejected", lease, e.hb, ms(bound)),
-		fmt.Sprintf("next-grant=%v lost-notice-after-SIGCONT=%v release=%s extend=%s write=%s", ms(d), ms(dur(lost.T-e.lastKind(h.ID, "cont"))), rl.Err, ex.Err, wr.Err))
+		fmt.Sprintf("next-grant=%v lost-notice-after-SIGCONT=%v release=%s extend=%s write=%s", ms(d), ms(dur(lost.T-tc)), rl.Err, ex.Err, wr.Err))
 	e.check(CheckOpts{})
-	e.waitFree(name, e.hb+slack)
-	e.checkKeys(name)
-}
-
-func (e *env) lastKind(proc, kind string) int64 {
-	var t int64
-	for _, ev := range e.c.H.Events() {
-		if ev.Proc == proc && ev.Kind == kind {
-			t = ev.T
-		}
-	}
-	return t
+	e.settle(name)
 }
 
 // ---------------------------------------------------------------------------
@@ -582,46 +651,14 @@ func TestFault06_PubSubKills(t *testing.T) {
 
 	t.Run("drain", func(t *testing.T) {
 		name := "pubsubdrain"
-		ps := make([]*Proc, 4)
-		for i := range ps {
-			ps[i] = e.c.Spawn()
-		}
-		l, pw := e.hold(name)
-		var ws []string
-		for i := 0; i < 20; i++ {
-			w := ps[i%len(ps)].Acquire(name, hold)
-			e.c.H.MustWait(t, 5*time.Second, w+" queued", isKind(w, "queued"))
-			e.waitWaiters(name, i+1, 5*time.Second)
-			ws = append(ws, w)
-		}
-		stop := make(chan struct{})
 		var kills, killed int64
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for {
-				select {
-				case <-stop:
-					return
-				case <-time.After(15 * time.Millisecond):
-				}
-				n, err := e.rdb.ClientKillByFilter(ctx, "TYPE", "pubsub").Result()
-				if err == nil {
-					kills++
-					killed += n
-				}
+		ws, _, drain := e.drainQueue(t, name, hold, roundRobin(e.spawn(4), 20), 15*time.Millisecond, func() {
+			n, err := e.rdb.ClientKillByFilter(ctx, "TYPE", "pubsub").Result()
+			if err == nil {
+				kills++
+				killed += n
 			}
-		}()
-		t0, _ := e.release(l, pw)
-		var last int64
-		for _, w := range ws {
-			ev := e.c.H.MustWait(t, 30*time.Second, w+" released", isKind(w, "rel"))
-			last = max(last, ev.T)
-		}
-		close(stop)
-		wg.Wait()
-		drain := dur(last - t0)
+		})
 		bound := time.Duration(len(ws)) * (hold + e.hb)
 		r := e.check(CheckOpts{HandoffBound: e.hb})
 		_, p99, mx := r.HandoffStats()
@@ -630,8 +667,7 @@ func TestFault06_PubSubKills(t *testing.T) {
 		if drain > bound+slack {
 			t.Errorf("drain took %v > %v", drain, bound)
 		}
-		e.waitFree(name, e.hb+slack)
-		e.checkKeys(name)
+		e.settle(name)
 	})
 
 	t.Run("release-between-enqueue-and-subscribe", func(t *testing.T) {
@@ -660,11 +696,10 @@ func TestFault06_PubSubKills(t *testing.T) {
 			if d > e.hb+slack {
 				t.Errorf("trial %d: grant arrived %v after the release; bound one heartbeat %v", i, d, e.hb)
 			}
-			e.c.H.MustWait(t, 5*time.Second, w+" released", isKind(w, "rel"))
+			e.await(t, w, "rel")
 		}
 		report(t, "6b release between enqueue and subscribe (fresh Locker, 15 trials)", fmt.Sprintf("grant <= heartbeat %v after release", e.hb), "worst="+ms(worst))
-		e.waitFree(name, e.hb+slack)
-		e.checkKeys(name)
+		e.settle(name)
 	})
 	e.check(CheckOpts{})
 }
@@ -677,16 +712,9 @@ func TestFault07_RedisRestart(t *testing.T) {
 	e := newEnv(t, lease, waiterTTL)
 	name := "restart"
 	h := e.c.Spawn()
-	ps := []*Proc{e.c.Spawn(), e.c.Spawn(), e.c.Spawn()}
-	hw := h.Acquire(name, -1)
-	hg := e.c.H.MustWait(t, 5*time.Second, "holder granted", isKind(hw, "granted"))
-	var ws []string
-	for i, p := range ps {
-		w := p.Acquire(name, 5*time.Millisecond)
-		e.c.H.MustWait(t, 5*time.Second, w+" queued", isKind(w, "queued"))
-		e.waitWaiters(name, i+1, 5*time.Second)
-		ws = append(ws, w)
-	}
+	ps := e.spawn(3)
+	hw, hg := e.grant(t, h, name)
+	ws := e.queueAll(t, name, 5*time.Millisecond, ps)
 	maxFenceBefore := hg.Fence
 	t0 := monoNow()
 	e.c.H.Add(Ev{T: t0, Proc: "redis", Kind: "redis-kill"})
@@ -701,9 +729,7 @@ func TestFault07_RedisRestart(t *testing.T) {
 	var worst time.Duration
 	outcomes := map[string]int{}
 	for _, w := range ws {
-		ev := e.c.H.MustWait(t, wbound+10*time.Second, w+" granted or error", func(ev Ev) bool {
-			return ev.W == w && (ev.Kind == "granted" || ev.Kind == "acqerr")
-		})
+		ev := e.c.H.MustWait(t, wbound+10*time.Second, w+" granted or error", isEnd(w))
 		d := dur(ev.T - t0)
 		worst = max(worst, d)
 		outcomes[ev.Kind+":"+ev.Err]++
@@ -717,12 +743,11 @@ func TestFault07_RedisRestart(t *testing.T) {
 	// Let the granted waiters finish (their release events reach the history).
 	for _, w := range ws {
 		if e.c.H.Count(isKind(w, "granted")) > 0 {
-			e.c.H.MustWait(t, 5*time.Second, w+" released", isKind(w, "rel"))
+			e.await(t, w, "rel")
 		}
 	}
 	// Stale holder: Release reports the loss.
-	h.Send("rel %s", hw)
-	if ev := e.c.H.MustWait(t, 5*time.Second, "stale release", isKind(hw, "rel")); ev.Err != "notheld" {
+	if ev := e.releaseIn(t, h, hw); ev.Err != "notheld" {
 		t.Errorf("Release after the restart: %s, want ErrNotHeld", ev.Err)
 	}
 	// A fresh acquire works, with a larger fence.
@@ -735,8 +760,7 @@ func TestFault07_RedisRestart(t *testing.T) {
 		fmt.Sprintf("restart-took=%v holder-lost=%v waiters-worst=%v outcomes=%v fence-before=%d fence-after=%d",
 			ms(dur(up-t0)), ms(lostAfter), ms(worst), outcomes, maxFenceBefore, l.Fence()))
 	e.check(CheckOpts{NoFIFO: true})
-	e.waitFree(name, e.hb+slack)
-	e.checkKeys(name)
+	e.settle(name)
 }
 
 // ---------------------------------------------------------------------------
@@ -747,58 +771,27 @@ func TestFault08_ScriptFlush(t *testing.T) {
 	e := newEnv(t, time.Second, time.Second)
 	ctx := context.Background()
 	name := "flush"
-	ps := make([]*Proc, 4)
-	for i := range ps {
-		ps[i] = e.c.Spawn()
-	}
-	l, pw := e.hold(name)
-	var ws []string
-	for i := 0; i < 20; i++ {
-		w := ps[i%len(ps)].Acquire(name, hold)
-		e.c.H.MustWait(t, 5*time.Second, w+" queued", isKind(w, "queued"))
-		e.waitWaiters(name, i+1, 5*time.Second)
-		ws = append(ws, w)
-	}
-	stop := make(chan struct{})
 	var flushes int
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(7 * time.Millisecond):
-			}
-			if e.rdb.ScriptFlush(ctx).Err() == nil {
-				flushes++
-			}
+	ws, rels, drain := e.drainQueue(t, name, hold, roundRobin(e.spawn(4), 20), 7*time.Millisecond, func() {
+		if e.rdb.ScriptFlush(ctx).Err() == nil {
+			flushes++
 		}
-	}()
-	t0, _ := e.release(l, pw)
-	var last int64
-	for _, w := range ws {
-		ev := e.c.H.MustWait(t, 30*time.Second, w+" released", isKind(w, "rel"))
-		last = max(last, ev.T)
+	})
+	for i, ev := range rels {
 		if ev.Err != "ok" {
-			t.Errorf("%s: Release during SCRIPT FLUSH: %s", w, ev.Err)
+			t.Errorf("%s: Release during SCRIPT FLUSH: %s", ws[i], ev.Err)
 		}
 	}
-	close(stop)
-	wg.Wait()
 	errs := e.c.H.Count(func(ev Ev) bool { return ev.Kind == "acqerr" || ev.Kind == "lost" })
 	if errs != 0 {
 		t.Errorf("%d Acquire errors or lost leases during SCRIPT FLUSH", errs)
 	}
-	drain := dur(last - t0)
 	bound := time.Duration(len(ws)) * (hold + e.hb)
 	r := e.check(CheckOpts{HandoffBound: e.hb})
 	_, p99, mx := r.HandoffStats()
 	report(t, "8 SCRIPT FLUSH every 7ms during a drain of 20", fmt.Sprintf("no error, FIFO, drain <= 20×(hold+heartbeat) = %v", ms(bound)),
 		fmt.Sprintf("errors=%d drain=%v handoff p99=%v max=%v flushes=%d", errs, ms(drain), ms(p99), ms(mx), flushes))
-	e.waitFree(name, e.hb+slack)
-	e.checkKeys(name)
+	e.settle(name)
 }
 
 // ---------------------------------------------------------------------------
@@ -813,14 +806,7 @@ func TestFault09_CancellationTrials(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	const workers = 4
-	newL := func() *fairlock.Locker {
-		l, err := fairlock.New(rdb, fairlock.WithLeaseTTL(lease), fairlock.WithWaiterTTL(waiterTTL))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { l.Close() })
-		return l
-	}
+	newL := func() *fairlock.Locker { return openLocker(t, rdb, lease, waiterTTL) }
 	inspector := newL()
 	hb := inspector.Heartbeat()
 	seed := rand.Uint64()
@@ -1004,13 +990,10 @@ func TestFault10_SlowNetwork(t *testing.T) {
 		// refusing reconnects past the lease must end in ErrLost for the
 		// holder, and a grant for the waiter, without overlap.
 		name := "cut"
-		px := startProxy(t, e.srv.Addr)
-		h := e.c.Spawn(viaAddr(px.Addr), readTimeout(200*time.Millisecond))
+		px, h := e.spawnVia(t, readTimeout(200*time.Millisecond))
 		w := e.c.Spawn()
-		hw := h.Acquire(name, -1)
-		e.c.H.MustWait(t, 5*time.Second, "holder granted", isKind(hw, "granted"))
-		ww := w.Acquire(name, -1)
-		e.c.H.MustWait(t, 5*time.Second, "waiter queued", isKind(ww, "queued"))
+		hw, _ := e.grant(t, h, name)
+		ww := e.queue(t, w, name, -1, 0)
 		n := px.Cut()
 		time.Sleep(2 * lease)
 		if ev, lost := e.c.H.Wait(0, isKind(hw, "lost")); lost {
@@ -1037,18 +1020,15 @@ func TestFault10_SlowNetwork(t *testing.T) {
 			t.Errorf("partitioned holder still believed it held the lease %v after the waiter was granted", dur(lost.T-g.T))
 		}
 		px.Refuse(false)
-		h.Send("rel %s", hw)
-		if ev := e.c.H.MustWait(t, 5*time.Second, "stale release", isKind(hw, "rel")); ev.Err != "notheld" {
+		if ev := e.releaseIn(t, h, hw); ev.Err != "notheld" {
 			t.Errorf("stale holder's Release after the partition: %s, want ErrNotHeld", ev.Err)
 		}
-		w.Send("rel %s", ww)
-		if ev := e.c.H.MustWait(t, 5*time.Second, "waiter release", isKind(ww, "rel")); ev.Err != "ok" {
+		if ev := e.releaseIn(t, w, ww); ev.Err != "ok" {
 			t.Errorf("waiter's Release: %s", ev.Err)
 		}
 		report(t, "10a holder partitioned by the proxy", fmt.Sprintf("single cut keeps the lease; partition: holder ErrLost <= lease %v, before the next grant; next grant <= lease+heartbeat %v", lease, ms(lease+e.hb)),
 			fmt.Sprintf("holder-lost=%v next-grant=%v lost-before-grant-by=%v", ms(lostAfter), ms(grantAfter), ms(dur(g.T-lost.T))))
-		e.waitFree(name, e.hb+slack)
-		e.checkKeys(name)
+		e.settle(name)
 	})
 
 	t.Run("enqueue-reply-lost", func(t *testing.T) {
@@ -1057,31 +1037,25 @@ func TestFault10_SlowNetwork(t *testing.T) {
 		// not stall the waiters behind it beyond waiter TTL + heartbeat, and
 		// nothing may be left behind.
 		name := "lostreply"
-		px := startProxy(t, e.srv.Addr)
-		slow := e.c.Spawn(viaAddr(px.Addr), readTimeout(100*time.Millisecond))
+		px, slow := e.spawnVia(t, readTimeout(100*time.Millisecond))
 		fast := e.c.Spawn()
-		// warm up: the slow process subscribes while the network is fast
-		warm := slow.Acquire("warmup", 0)
-		e.c.H.MustWait(t, 5*time.Second, "warm-up released", isKind(warm, "rel"))
+		e.warmUp(t, slow, "warmup")
 		l, pw := e.hold(name)
 		px.SetLatency(0, 400*time.Millisecond)
 		t0 := monoNow()
 		sw := slow.Acquire(name, 5*time.Millisecond)
 		// its enqueue reaches Redis at once; the reply is late
 		e.waitWaiters(name, 1, 5*time.Second)
-		fw := fast.Acquire(name, 5*time.Millisecond)
-		e.c.H.MustWait(t, 5*time.Second, "fast waiter queued", isKind(fw, "queued"))
+		fw := e.queue(t, fast, name, 5*time.Millisecond, 0)
 		time.Sleep(200 * time.Millisecond)
 		px.SetLatency(0, 0)
 		e.release(l, pw)
 		bound := waiterTTL + e.hb
 		fg := e.c.H.MustWait(t, bound+10*time.Second, "fast waiter granted", isKind(fw, "granted"))
-		sev := e.c.H.MustWait(t, bound+10*time.Second, "slow waiter granted or error", func(ev Ev) bool {
-			return ev.W == sw && (ev.Kind == "granted" || ev.Kind == "acqerr")
-		})
-		e.c.H.MustWait(t, 5*time.Second, "fast waiter released", isKind(fw, "rel"))
+		sev := e.c.H.MustWait(t, bound+10*time.Second, "slow waiter granted or error", isEnd(sw))
+		e.await(t, fw, "rel")
 		if sev.Kind == "granted" {
-			e.c.H.MustWait(t, 5*time.Second, "slow waiter released", isKind(sw, "rel"))
+			e.await(t, sw, "rel")
 		}
 		fastWait := dur(fg.T - t0)
 		if fastWait > bound+slack+200*time.Millisecond {
@@ -1089,8 +1063,7 @@ func TestFault10_SlowNetwork(t *testing.T) {
 		}
 		report(t, "10b enqueue reply lost (400ms reply delay, 100ms client timeout)", fmt.Sprintf("no orphan; next waiter granted <= waiter TTL+heartbeat %v", ms(bound)),
 			fmt.Sprintf("slow-waiter=%s:%s next-granted-after=%v", sev.Kind, sev.Err, ms(fastWait)))
-		e.waitFree(name, e.hb+slack)
-		e.checkKeys(name)
+		e.settle(name)
 	})
 	t.Run("grant-message-late", func(t *testing.T) {
 		// The head waiter's replies and messages are delayed 700ms, longer
@@ -1098,31 +1071,19 @@ func TestFault10_SlowNetwork(t *testing.T) {
 		// to the next waiter before the grant message arrives. Acquire must
 		// not then return a lease that Redis gives to somebody else.
 		name := "lategrant"
-		px := startProxy(t, e.srv.Addr)
-		slow := e.c.Spawn(viaAddr(px.Addr), readTimeout(2*time.Second), observe())
+		px, slow := e.spawnVia(t, readTimeout(2*time.Second), observe())
 		fast := e.c.Spawn()
-		warm := slow.Acquire("warmup2", 0)
-		e.c.H.MustWait(t, 5*time.Second, "warm-up released", isKind(warm, "rel"))
+		e.warmUp(t, slow, "warmup2")
 		l, pw := e.hold(name)
-		sw := slow.Acquire(name, -1, "verify")
-		e.c.H.MustWait(t, 5*time.Second, "slow queued", isKind(sw, "queued"))
-		e.waitWaiters(name, 1, 5*time.Second)
-		fw := fast.Acquire(name, -1, "verify")
-		e.c.H.MustWait(t, 5*time.Second, "fast queued", isKind(fw, "queued"))
-		e.waitWaiters(name, 2, 5*time.Second)
+		sw := e.queue(t, slow, name, -1, 1, "verify")
+		fw := e.queue(t, fast, name, -1, 2, "verify")
 		px.SetLatency(0, 700*time.Millisecond)
 		t0, _ := e.release(l, pw)
 		bound := waiterTTL + e.hb
 		fg := e.c.H.MustWait(t, bound+5*time.Second, "fast granted", isKind(fw, "granted"))
-		ev, _ := e.c.H.Wait(2*time.Second, func(ev Ev) bool {
-			return ev.W == sw && (ev.Kind == "granted" || ev.Kind == "acqerr" || (ev.Kind == "queued" && ev.T > t0))
-		})
-		outcome := ev.Kind
-		if outcome == "" {
-			outcome = "still-waiting"
-		}
+		ev, outcome := e.outcome(sw, t0, 2*time.Second)
 		if ev.Kind == "granted" {
-			v := e.c.H.MustWait(t, 5*time.Second, "slow verify", isKind(sw, "verify"))
+			v := e.await(t, sw, "verify")
 			if v.Tok != ev.Tok {
 				t.Errorf("LIBRARY BUG: a grant message that arrived %v after the release (past the grant's life) made Acquire return a lease "+
 					"(token %s) that Redis gives to %q (fast waiter %s, granted %v earlier); Err() at return = %q",
@@ -1130,21 +1091,12 @@ func TestFault10_SlowNetwork(t *testing.T) {
 			}
 		}
 		px.SetLatency(0, 0)
-		fast.Send("rel %s", fw)
-		e.c.H.MustWait(t, 5*time.Second, "fast released", isKind(fw, "rel"))
-		if ev.Kind == "granted" {
-			slow.Send("rel %s", sw)
-			e.c.H.MustWait(t, 5*time.Second, "slow released", isKind(sw, "rel"))
-		} else if ev.Kind != "acqerr" {
-			g := e.c.H.MustWait(t, bound+5*time.Second, "slow granted after requeue", isKindAfter(sw, "granted", fg.T))
-			slow.Send("rel %s", sw)
-			e.c.H.MustWait(t, 5*time.Second, "slow released", isKindAfter(sw, "rel", g.T))
-		}
+		e.releaseIn(t, fast, fw)
+		e.finishLate(t, slow, sw, ev, fg.T, bound+5*time.Second)
 		report(t, "10c grant message delayed past the grant's life (700ms > waiter TTL 500ms)",
 			fmt.Sprintf("next waiter granted <= waiter TTL + heartbeat %v; the late waiter never returns a stale lease", ms(bound)),
 			fmt.Sprintf("next-grant=%v late-waiter=%s", ms(dur(fg.T-t0)), outcome))
-		e.waitFree(name, e.hb+slack)
-		e.checkKeys(name)
+		e.settle(name)
 	})
 	stall := func(t *testing.T, variant string, opts ...ProcOpt) {
 		// The holder's Redis replies stall for 1.5s (the connection stays
@@ -1154,13 +1106,10 @@ func TestFault10_SlowNetwork(t *testing.T) {
 		// lease TTL, before the waiter's grant: its heartbeat must not wait
 		// on a reply longer than the lease lives.
 		name := "stall-" + strings.ReplaceAll(variant, " ", "-")
-		px := startProxy(t, e.srv.Addr)
-		h := e.c.Spawn(append([]ProcOpt{viaAddr(px.Addr), observe()}, opts...)...)
+		px, h := e.spawnVia(t, append([]ProcOpt{observe()}, opts...)...)
 		w := e.c.Spawn()
-		hw := h.Acquire(name, -1)
-		e.c.H.MustWait(t, 5*time.Second, "holder granted", isKind(hw, "granted"))
-		ww := w.Acquire(name, -1)
-		e.c.H.MustWait(t, 5*time.Second, "waiter queued", isKind(ww, "queued"))
+		hw, _ := e.grant(t, h, name)
+		ww := e.queue(t, w, name, -1, 0)
 		time.Sleep(e.hb) // a renewal or two at full speed
 		px.SetLatency(0, 1500*time.Millisecond)
 		t0 := monoNow()
@@ -1183,15 +1132,12 @@ func TestFault10_SlowNetwork(t *testing.T) {
 				lostAfter, ok, lease, grantAfter, dur(lost.T-g.T))
 		}
 		px.SetLatency(0, 0)
-		w.Send("rel %s", ww)
-		e.c.H.MustWait(t, 5*time.Second, "waiter released", isKind(ww, "rel"))
-		h.Send("rel %s", hw)
-		e.c.H.MustWait(t, 5*time.Second, "stale release", isKind(hw, "rel"))
+		e.releaseIn(t, w, ww)
+		e.releaseIn(t, h, hw)
 		report(t, "10d holder's replies stall 1.5s ("+variant+")",
 			fmt.Sprintf("holder ErrLost <= lease %v and before the next grant; next grant <= lease+heartbeat %v", lease, ms(lease+e.hb)),
 			fmt.Sprintf("holder-lost=%v next-grant=%v", ms(lostAfter), ms(grantAfter)))
-		e.waitFree(name, e.hb+slack)
-		e.checkKeys(name)
+		e.settle(name)
 	}
 	t.Run("holder-replies-stall/default-client", func(t *testing.T) { stall(t, "default go-redis client") })
 	t.Run("holder-replies-stall/ctx-timeouts", func(t *testing.T) { stall(t, "ContextTimeoutEnabled", ctxTimeouts()) })
@@ -1201,10 +1147,8 @@ func TestFault10_SlowNetwork(t *testing.T) {
 		// a heartbeat) with an error matching context.Canceled, and its entry
 		// must be gone within waiter TTL + heartbeat.
 		name := "cancelslow-" + strings.ReplaceAll(variant, " ", "-")
-		px := startProxy(t, e.srv.Addr)
-		slow := e.c.Spawn(append([]ProcOpt{viaAddr(px.Addr)}, opts...)...)
-		warm := slow.Acquire("warmup-"+name, 0)
-		e.c.H.MustWait(t, 5*time.Second, "warm-up released", isKind(warm, "rel"))
+		px, slow := e.spawnVia(t, opts...)
+		e.warmUp(t, slow, "warmup-"+name)
 		l, pw := e.hold(name)
 		px.SetLatency(0, 1500*time.Millisecond)
 		sw := slow.Acquire(name, 0)
@@ -1223,9 +1167,7 @@ func TestFault10_SlowNetwork(t *testing.T) {
 			}
 			time.Sleep(2 * time.Millisecond)
 		}
-		ev := e.c.H.MustWait(t, 10*time.Second, "cancelled Acquire returns", func(ev Ev) bool {
-			return ev.W == sw && (ev.Kind == "acqerr" || ev.Kind == "granted")
-		})
+		ev := e.c.H.MustWait(t, 10*time.Second, "cancelled Acquire returns", isEnd(sw))
 		ret := dur(ev.T - t0)
 		if ev.Kind != "acqerr" || ev.Err != "canceled" {
 			t.Errorf("cancelled Acquire: %s %s, want an error matching context.Canceled", ev.Kind, ev.Err)
@@ -1244,8 +1186,7 @@ func TestFault10_SlowNetwork(t *testing.T) {
 		report(t, "10e cancel while the waiter's replies stall 1.5s ("+variant+")",
 			fmt.Sprintf("Acquire returns at once (< heartbeat %v) with ctx.Err(); entry gone <= waiter TTL + heartbeat %v", e.hb, ms(waiterTTL+e.hb)),
 			fmt.Sprintf("returned-after=%v (%s:%s) entry-gone-after=%v", ms(ret), ev.Kind, ev.Err, ms(gone)))
-		e.waitFree(name, e.hb+slack)
-		e.checkKeys(name)
+		e.settle(name)
 	}
 	t.Run("cancel-while-stalled/default-client", func(t *testing.T) { cancelSlow(t, "default go-redis client") })
 	t.Run("cancel-while-stalled/ctx-timeouts", func(t *testing.T) { cancelSlow(t, "ContextTimeoutEnabled", ctxTimeouts()) })
@@ -1266,12 +1207,8 @@ func TestFault11_PausedWaiterGetsStaleGrant(t *testing.T) {
 	name := "pausedwaiter"
 	l, pw := e.hold(name)
 	p1, p2 := e.c.Spawn(), e.c.Spawn()
-	w1 := p1.Acquire(name, -1, "verify")
-	e.c.H.MustWait(t, 5*time.Second, "w1 queued", isKind(w1, "queued"))
-	e.waitWaiters(name, 1, 5*time.Second)
-	w2 := p2.Acquire(name, -1, "verify")
-	e.c.H.MustWait(t, 5*time.Second, "w2 queued", isKind(w2, "queued"))
-	e.waitWaiters(name, 2, 5*time.Second)
+	w1 := e.queue(t, p1, name, -1, 1, "verify")
+	w2 := e.queue(t, p2, name, -1, 2, "verify")
 	t0 := p1.Signal(syscall.SIGSTOP)
 	e.release(l, pw) // grants w1 in Redis; its message waits in w1's socket
 	g2 := e.c.H.MustWait(t, waiterTTL+e.hb+5*time.Second, "w2 granted", isKind(w2, "granted"))
@@ -1283,16 +1220,10 @@ func TestFault11_PausedWaiterGetsStaleGrant(t *testing.T) {
 	time.Sleep(100 * time.Millisecond)
 	tc := p1.Signal(syscall.SIGCONT)
 	// What does the resumed waiter do within a few heartbeats?
-	ev, _ := e.c.H.Wait(4*e.hb+slack, func(ev Ev) bool {
-		return ev.W == w1 && (ev.Kind == "granted" || ev.Kind == "acqerr" || (ev.Kind == "queued" && ev.T > tc))
-	})
-	outcome := ev.Kind
-	if ev.Kind == "" {
-		outcome = "still-waiting"
-	}
+	ev, outcome := e.outcome(w1, tc, 4*e.hb+slack)
 	staleFor := time.Duration(0)
 	if ev.Kind == "granted" {
-		v := e.c.H.MustWait(t, 5*time.Second, "w1 verify", isKind(w1, "verify"))
+		v := e.await(t, w1, "verify")
 		if v.Tok != ev.Tok {
 			lost, ok := e.c.H.Wait(5*time.Second, isKind(w1, "lost"))
 			if ok {
@@ -1308,22 +1239,13 @@ func TestFault11_PausedWaiterGetsStaleGrant(t *testing.T) {
 			t.Logf("stale lease fence %d <= current holder's %d: a fenced resource would reject it", ev.Fence, g2.Fence)
 		}
 	}
-	p2.Send("rel %s", w2)
-	e.c.H.MustWait(t, 5*time.Second, "w2 released", isKind(w2, "rel"))
+	e.releaseIn(t, p2, w2)
 	report(t, "11 SIGSTOP head waiter while granted, SIGCONT after the next grant",
 		fmt.Sprintf("next waiter granted <= waiter TTL %v + heartbeat %v = %v; resumed waiter queues anew, never returns a stale lease", waiterTTL, e.hb, ms(bound)),
 		fmt.Sprintf("next-grant=%v resumed-waiter=%s stale-lease-lived=%v", ms(skip), outcome, ms(staleFor)))
 	// Clean up: the resumed waiter either holds, waits, or failed.
-	if ev.Kind == "granted" {
-		p1.Send("rel %s", w1)
-		e.c.H.MustWait(t, 5*time.Second, "w1 released", isKind(w1, "rel"))
-	} else if ev.Kind != "acqerr" {
-		g1 := e.c.H.MustWait(t, bound+5*time.Second, "w1 granted after requeue", isKindAfter(w1, "granted", tc))
-		p1.Send("rel %s", w1)
-		e.c.H.MustWait(t, 5*time.Second, "w1 released", isKindAfter(w1, "rel", g1.T))
-	}
-	e.waitFree(name, e.hb+slack)
-	e.checkKeys(name)
+	e.finishLate(t, p1, w1, ev, tc, bound+5*time.Second)
+	e.settle(name)
 }
 
 // ---------------------------------------------------------------------------
@@ -1335,19 +1257,16 @@ func TestFault12_CloseHandsOverAtOnce(t *testing.T) {
 	held, waited := "closeheld", "closewaited"
 	pl, pw := e.hold(waited)
 	p1, p2 := e.c.Spawn(), e.c.Spawn()
-	hw := p1.Acquire(held, -1)
-	e.c.H.MustWait(t, 5*time.Second, "p1 holds", isKind(hw, "granted"))
-	qw := p1.Acquire(waited, -1)
-	e.c.H.MustWait(t, 5*time.Second, "p1 queued", isKind(qw, "queued"))
-	w2 := p2.Acquire(held, -1)
-	e.c.H.MustWait(t, 5*time.Second, "p2 queued", isKind(w2, "queued"))
+	e.grant(t, p1, held)
+	qw := e.queue(t, p1, waited, -1, 0)
+	w2 := e.queue(t, p2, held, -1, 0)
 	t0 := monoNow()
 	p1.Send("quit")
-	q := e.c.H.MustWait(t, 5*time.Second, "p1 closed", func(ev Ev) bool { return ev.Proc == p1.ID && ev.Kind == "quit" })
+	q := e.c.H.MustWait(t, 5*time.Second, "p1 closed", isProc(p1.ID, "quit"))
 	if q.Err != "ok" {
 		t.Errorf("Close: %s", q.Err)
 	}
-	ae := e.c.H.MustWait(t, 5*time.Second, "p1's pending Acquire ends", isKind(qw, "acqerr"))
+	ae := e.await(t, qw, "acqerr")
 	if ae.Err != "closed" {
 		t.Errorf("pending Acquire after Close: %s, want ErrClosed", ae.Err)
 	}
@@ -1361,12 +1280,8 @@ func TestFault12_CloseHandsOverAtOnce(t *testing.T) {
 	}
 	report(t, "12 Close of a process holding one lock and waiting on another", fmt.Sprintf("pending Acquire=ErrClosed, no waiter left, next grant at once (< heartbeat %v)", e.hb),
 		fmt.Sprintf("next-grant=%v pending-acquire=%s", ms(d), ae.Err))
-	p2.Send("rel %s", w2)
-	e.c.H.MustWait(t, 5*time.Second, "p2 released", isKind(w2, "rel"))
+	e.releaseIn(t, p2, w2)
 	e.release(pl, pw)
-	e.waitFree(held, e.hb+slack)
-	e.waitFree(waited, e.hb+slack)
-	e.checkKeys(held)
-	e.checkKeys(waited)
+	e.settle(held, waited)
 	e.check(CheckOpts{})
 }

@@ -66,27 +66,23 @@ type Ev struct {
 func (e Ev) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "EV t=%d p=%s k=%s", e.T, e.Proc, e.Kind)
-	if e.W != "" {
-		fmt.Fprintf(&b, " w=%s", e.W)
+	str := func(k, v string) {
+		if v != "" {
+			fmt.Fprintf(&b, " %s=%s", k, v)
+		}
 	}
-	if e.L != "" {
-		fmt.Fprintf(&b, " l=%s", e.L)
+	num := func(k string, v int64) {
+		if v != 0 {
+			fmt.Fprintf(&b, " %s=%d", k, v)
+		}
 	}
-	if e.Fence != 0 {
-		fmt.Fprintf(&b, " f=%d", e.Fence)
-	}
-	if e.Pos != 0 {
-		fmt.Fprintf(&b, " pos=%d", e.Pos)
-	}
-	if e.Tok != "" {
-		fmt.Fprintf(&b, " tok=%s", e.Tok)
-	}
-	if e.Err != "" {
-		fmt.Fprintf(&b, " err=%s", e.Err)
-	}
-	if e.N != 0 {
-		fmt.Fprintf(&b, " n=%d", e.N)
-	}
+	str("w", e.W)
+	str("l", e.L)
+	num("f", e.Fence)
+	num("pos", int64(e.Pos))
+	str("tok", e.Tok)
+	str("err", e.Err)
+	num("n", e.N)
 	return b.String()
 }
 
@@ -95,56 +91,48 @@ func parseEv(line string) (Ev, bool) {
 		return Ev{}, false
 	}
 	var e Ev
+	strs := map[string]*string{"p": &e.Proc, "k": &e.Kind, "w": &e.W, "l": &e.L, "tok": &e.Tok, "err": &e.Err}
+	nums := map[string]*int64{"t": &e.T, "f": &e.Fence, "n": &e.N}
 	for _, f := range strings.Fields(line[3:]) {
 		k, v, ok := strings.Cut(f, "=")
 		if !ok {
 			continue
 		}
-		switch k {
-		case "t":
-			e.T, _ = strconv.ParseInt(v, 10, 64)
-		case "p":
-			e.Proc = v
-		case "k":
-			e.Kind = v
-		case "w":
-			e.W = v
-		case "l":
-			e.L = v
-		case "f":
-			e.Fence, _ = strconv.ParseInt(v, 10, 64)
-		case "pos":
+		if p := strs[k]; p != nil {
+			*p = v
+		} else if p := nums[k]; p != nil {
+			*p, _ = strconv.ParseInt(v, 10, 64)
+		} else if k == "pos" {
 			e.Pos, _ = strconv.Atoi(v)
-		case "tok":
-			e.Tok = v
-		case "err":
-			e.Err = v
-		case "n":
-			e.N, _ = strconv.ParseInt(v, 10, 64)
 		}
 	}
 	return e, e.Kind != ""
 }
 
+// errClasses are the one-word names of errors in the history, first match
+// first.
+var errClasses = []struct {
+	err  error
+	name string
+}{
+	{fairlock.ErrNotHeld, "notheld"},
+	{fairlock.ErrLost, "lost"},
+	{fairlock.ErrReleased, "released"},
+	{fairlock.ErrClosed, "closed"},
+	{fairlock.ErrNotAcquired, "notacquired"},
+	{context.Canceled, "canceled"},
+	{context.DeadlineExceeded, "deadline"},
+}
+
 // errClass names an error in one word for the history.
 func errClass(err error) string {
-	switch {
-	case err == nil:
+	if err == nil {
 		return "ok"
-	case errors.Is(err, fairlock.ErrNotHeld):
-		return "notheld"
-	case errors.Is(err, fairlock.ErrLost):
-		return "lost"
-	case errors.Is(err, fairlock.ErrReleased):
-		return "released"
-	case errors.Is(err, fairlock.ErrClosed):
-		return "closed"
-	case errors.Is(err, fairlock.ErrNotAcquired):
-		return "notacquired"
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "deadline"
+	}
+	for _, c := range errClasses {
+		if errors.Is(err, c.err) {
+			return c.name
+		}
 	}
 	return "other:" + strings.Join(strings.Fields(err.Error()), "_")
 }
@@ -233,6 +221,16 @@ func isKind(w, kind string) func(Ev) bool {
 // isKindAfter matches like isKind, but only events stamped after t.
 func isKindAfter(w, kind string, t int64) func(Ev) bool {
 	return func(e Ev) bool { return e.W == w && e.Kind == kind && e.T > t }
+}
+
+// isEnd matches the end of waiter w's Acquire: a grant or an error.
+func isEnd(w string) func(Ev) bool {
+	return func(e Ev) bool { return e.W == w && (e.Kind == "granted" || e.Kind == "acqerr") }
+}
+
+// isProc matches the events of process proc of kind.
+func isProc(proc, kind string) func(Ev) bool {
+	return func(e Ev) bool { return e.Proc == proc && e.Kind == kind }
 }
 
 // Cluster is the set of processes of one test, sharing one history.
@@ -381,8 +379,8 @@ func (c *Cluster) Spawn(opts ...ProcOpt) *Proc {
 		c.H.Add(Ev{Proc: id, Kind: "exit"})
 		close(p.exitc)
 	}()
-	c.H.MustWait(t, 20*time.Second, id+" ready", func(e Ev) bool { return e.Proc == id && (e.Kind == "ready" || e.Kind == "fatal") })
-	if c.H.Count(func(e Ev) bool { return e.Proc == id && e.Kind == "fatal" }) > 0 {
+	c.H.MustWait(t, 20*time.Second, id+" ready", func(e Ev) bool { return isProc(id, "ready")(e) || isProc(id, "fatal")(e) })
+	if c.H.Count(isProc(id, "fatal")) > 0 {
 		t.Fatalf("agent %s failed to start: %s", id, p.errb.String())
 	}
 	return p
@@ -552,10 +550,39 @@ func (a *agent) getLocker() *fairlock.Locker {
 	return a.locker
 }
 
-func (a *agent) lease(w string) *fairlock.Lease {
+// held returns the lease of w; if there is none, it reports kind with
+// err "nolease" and returns nil.
+func (a *agent) held(w, kind string) *fairlock.Lease {
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.leases[w]
+	l := a.leases[w]
+	a.mu.Unlock()
+	if l == nil {
+		a.emit(Ev{W: w, Kind: kind, Err: "nolease"})
+	}
+	return l
+}
+
+// release releases l, the lease of w, and reports it, stamped before the
+// call.
+func (a *agent) release(w string, l *fairlock.Lease) {
+	t := monoNow()
+	err := l.Release(context.Background())
+	a.emit(Ev{T: t, W: w, Kind: "rel", Err: errClass(err), Fence: l.Fence()})
+}
+
+// acquireAs calls acquire (Acquire or TryAcquire) of name for waiter w and
+// reports the call, the queueing, and an error. It returns the lease and the
+// time Acquire returned.
+func (a *agent) acquireAs(ctx context.Context, acquire func(context.Context, string, ...fairlock.AcquireOption) (*fairlock.Lease, error), w, name string) (*fairlock.Lease, int64, error) {
+	a.emit(Ev{W: w, Kind: "call", L: name})
+	lease, err := acquire(ctx, name, fairlock.OnQueued(func(pos int) {
+		a.emit(Ev{W: w, Kind: "queued", Pos: pos})
+	}))
+	t := monoNow()
+	if err != nil {
+		a.emit(Ev{T: t, W: w, Kind: "acqerr", Err: errClass(err)})
+	}
+	return lease, t, err
 }
 
 func (a *agent) command(f []string) {
@@ -570,26 +597,19 @@ func (a *agent) command(f []string) {
 	case "acq": // acq W NAME HOLDµs FLAGS
 		go a.acquire(arg(1), arg(2), num(3), arg(4))
 	case "rel": // rel W
-		l := a.lease(arg(1))
-		if l == nil {
-			a.emit(Ev{W: arg(1), Kind: "rel", Err: "nolease"})
-			return
+		if l := a.held(arg(1), "rel"); l != nil {
+			a.release(arg(1), l)
 		}
-		t := monoNow()
-		err := l.Release(context.Background())
-		a.emit(Ev{T: t, W: arg(1), Kind: "rel", Err: errClass(err), Fence: l.Fence()})
 	case "ext": // ext W MS
-		l := a.lease(arg(1))
+		l := a.held(arg(1), "ext")
 		if l == nil {
-			a.emit(Ev{W: arg(1), Kind: "ext", Err: "nolease"})
 			return
 		}
 		err := l.Extend(context.Background(), time.Duration(num(2))*time.Millisecond)
 		a.emit(Ev{W: arg(1), Kind: "ext", Err: errClass(err)})
 	case "write": // write W KEYPREFIX: fenced write of the lease's fence
-		l := a.lease(arg(1))
+		l := a.held(arg(1), "write")
 		if l == nil {
-			a.emit(Ev{W: arg(1), Kind: "write", Err: "nolease"})
 			return
 		}
 		ok, err := fencedWrite(context.Background(), a.client, arg(2), l.Fence(), arg(1))
@@ -617,9 +637,6 @@ func (a *agent) command(f []string) {
 		}
 		err := a.newLocker()
 		a.emit(Ev{Kind: "reset", Err: errClass(err)})
-	case "inspect": // inspect NAME
-		st, err := a.getLocker().Inspect(context.Background(), arg(1))
-		a.emit(Ev{Kind: "inspect", Err: errClass(err), Tok: st.Holder, Fence: st.Fence, N: int64(st.Waiters)})
 	case "quit":
 		a.emit(Ev{Kind: "closing"}) // stamped before Close: the end of every lease it holds
 		err := a.getLocker().Close()
@@ -636,14 +653,8 @@ func (a *agent) acquire(w, name string, holdUS int64, flags string) {
 	a.mu.Lock()
 	a.cancel[w] = cancel
 	a.mu.Unlock()
-	l := a.getLocker()
-	a.emit(Ev{W: w, Kind: "call", L: name})
-	lease, err := l.Acquire(ctx, name, fairlock.OnQueued(func(pos int) {
-		a.emit(Ev{W: w, Kind: "queued", Pos: pos})
-	}))
-	t := monoNow()
+	lease, t, err := a.acquireAs(ctx, a.getLocker().Acquire, w, name)
 	if err != nil {
-		a.emit(Ev{T: t, W: w, Kind: "acqerr", Err: errClass(err)})
 		return
 	}
 	if strings.Contains(flags, "die") {
@@ -668,9 +679,7 @@ func (a *agent) acquire(w, name string, holdUS int64, flags string) {
 	a.emit(Ev{T: t, W: w, Kind: "granted", Fence: lease.Fence(), Tok: lease.Token()})
 	if holdUS >= 0 {
 		time.Sleep(time.Duration(holdUS) * time.Microsecond)
-		t := monoNow()
-		err := lease.Release(context.Background())
-		a.emit(Ev{T: t, W: w, Kind: "rel", Err: errClass(err), Fence: lease.Fence()})
+		a.release(w, lease)
 		return
 	}
 	go func() {
@@ -698,17 +707,12 @@ func (a *agent) contend(name string, g int, d time.Duration, counterKey string, 
 			for k := 0; time.Now().Before(end); k++ {
 				w := fmt.Sprintf("%s.g%d.%d", a.id, i, k)
 				ctx := context.Background()
-				a.emit(Ev{W: w, Kind: "call", L: name})
 				acquire := l.Acquire
 				if i < try {
 					acquire = l.TryAcquire
 				}
-				lease, err := acquire(ctx, name, fairlock.OnQueued(func(pos int) {
-					a.emit(Ev{W: w, Kind: "queued", Pos: pos})
-				}))
-				t := monoNow()
+				lease, t, err := a.acquireAs(ctx, acquire, w, name)
 				if err != nil {
-					a.emit(Ev{T: t, W: w, Kind: "acqerr", Err: errClass(err)})
 					if errors.Is(err, fairlock.ErrNotAcquired) {
 						time.Sleep(2*time.Millisecond + time.Duration(rand.IntN(3000))*time.Microsecond)
 					} else {
@@ -727,9 +731,7 @@ func (a *agent) contend(name string, g int, d time.Duration, counterKey string, 
 				if err := a.client.Set(ctx, counterKey, v+1, 0).Err(); err != nil {
 					a.emit(Ev{W: w, Kind: "rmwerr", Err: errClass(err)})
 				}
-				t = monoNow()
-				err = lease.Release(ctx)
-				a.emit(Ev{T: t, W: w, Kind: "rel", Err: errClass(err), Fence: lease.Fence()})
+				a.release(w, lease)
 				mu.Lock()
 				n++
 				mu.Unlock()

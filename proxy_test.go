@@ -62,14 +62,10 @@ func (p *Proxy) Close() {
 	p.wg.Wait()
 }
 
-func (p *Proxy) track(c net.Conn) bool {
+func (p *Proxy) track(c net.Conn) {
 	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.conns == nil {
-		return false
-	}
 	p.conns[c] = struct{}{}
-	return true
+	p.mu.Unlock()
 }
 
 func (p *Proxy) untrack(c net.Conn) {
