@@ -16,23 +16,35 @@ if ARGV[5] ~= '' and holder == ARGV[5] then
   reply[1] = 1
 end
 if not holder then holder = grantNext(ARGV[3], ARGV[4]) end
-for i = 6, #ARGV do
-  local token = ARGV[i]
+-- Each command takes up to `batch` tokens, below Lua's limit on unpack(),
+-- so a Locker with thousands of waiters costs a few commands, not thousands.
+local batch = 1000
+local function eachBatch(list, step, fn)
+  for i = 1, #list, step do fn(unpack(list, i, math.min(i + step - 1, #list))) end
+end
+local tokens = {unpack(ARGV, 6)}
+local deadlines = {}
+eachBatch(tokens, batch, function(...)
+  for _, d in ipairs(redis.call('ZMSCORE', aliveKey, ...)) do deadlines[#deadlines + 1] = d end
+end)
+local renew, dead = {}, {}
+for i, token in ipairs(tokens) do
+  local deadline = tonumber(deadlines[i])
   local status = -1
   if token == holder then
     status = tonumber(redis.call('GET', fenceKey) or '1')
-  else
-    local deadline = tonumber(redis.call('ZSCORE', aliveKey, token))
-    if deadline and deadline > nowMs then
-      redis.call('ZADD', aliveKey, nowMs + waiterTTL, token)
-      status = 0
-    elseif deadline then
-      -- Too late: it stays in the list as a dead entry that grantNext skips.
-      redis.call('ZREM', aliveKey, token)
-    end
+  elseif deadline and deadline > nowMs then
+    renew[#renew + 1] = nowMs + waiterTTL
+    renew[#renew + 1] = token
+    status = 0
+  elseif deadline then
+    -- Too late: it stays in the list as a dead entry that grantNext skips.
+    dead[#dead + 1] = token
   end
   reply[#reply + 1] = status
 end
+eachBatch(renew, 2 * batch, function(...) redis.call('ZADD', aliveKey, ...) end)
+eachBatch(dead, batch, function(...) redis.call('ZREM', aliveKey, ...) end)
 if #ARGV >= 6 then
   keepFor(queueKey, waiterTTL)
   keepFor(aliveKey, waiterTTL)

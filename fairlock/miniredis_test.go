@@ -1,0 +1,32 @@
+package fairlock_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/fairlock/fairlock/fairlock"
+	"github.com/redis/go-redis/v9"
+)
+
+// The scripts also run on miniredis's Lua, which users' unit tests (and
+// fairlocktest) rely on: waiters must outlive many heartbeats there too.
+func TestWaitersSurviveHeartbeatsOnMiniredis(t *testing.T) {
+	mr := miniredis.RunT(t)
+	mr.ClockTTL(true) // expire keys in real time, as Redis does
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer c.Close()
+	l := newLocker(t, c, fairlock.WithLeaseTTL(100*time.Millisecond), fairlock.WithWaiterTTL(100*time.Millisecond))
+	ctx := withTimeout(t, 10*time.Second)
+	held := mustAcquire(t, l, "mini")
+	waits := []<-chan result{queueBehind(t, ctx, l, "mini"), queueBehind(t, ctx, l, "mini")}
+	time.Sleep(10 * l.Heartbeat())
+	if st, err := l.Inspect(ctx, "mini"); err != nil || st.Waiters != 2 || st.Holder != held.Token() {
+		t.Fatalf("after 10 heartbeats: %+v %v", st, err)
+	}
+	held.Release(ctx)
+	for _, w := range waits {
+		s, _ := await(t, w, time.Second)
+		s.Release(ctx)
+	}
+}
