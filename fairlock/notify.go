@@ -66,6 +66,11 @@ func (l *Locker) subscribe(ctx context.Context, name string, keys []string) erro
 	}
 	sub.lastUsed = time.Now()
 	l.subMu.Unlock()
+	select {
+	case <-sub.confirmed:
+		return nil
+	default:
+	}
 	timer := time.NewTimer(l.heartbeat)
 	defer timer.Stop()
 	select {
