@@ -17,11 +17,12 @@ import (
 // is the normal use. All its waiters and leases share one pub/sub
 // connection and one heartbeat timer.
 type Locker struct {
-	client    redis.UniversalClient
-	cfg       config
-	id        string
-	sharded   bool          // on Redis Cluster: notify with SPUBLISH, see notify.go
-	heartbeat time.Duration // period of the heartbeat timer
+	client       redis.UniversalClient
+	cfg          config
+	id           string
+	sharded      bool          // on Redis Cluster: notify with SPUBLISH, see notify.go
+	notifyPrefix string        // off Cluster: + a Locker id, that Locker's channel
+	heartbeat    time.Duration // period of the heartbeat timer
 
 	mu      sync.Mutex
 	seq     uint64
@@ -86,6 +87,10 @@ func New(client redis.UniversalClient, opts ...Option) (*Locker, error) {
 		conns:     map[string]*redis.PubSub{},
 	}
 	_, l.sharded = client.(*redis.ClusterClient)
+	l.notifyPrefix = "notify:"
+	if cfg.prefix != "" {
+		l.notifyPrefix = cfg.prefix + ":notify:"
+	}
 	l.bg.Add(1)
 	go l.heartbeatLoop()
 	return l, nil

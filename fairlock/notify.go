@@ -31,10 +31,7 @@ func (l *Locker) notifyArgs(keys []string) (cmd, prefix string) {
 	if l.sharded {
 		return "SPUBLISH", strings.TrimSuffix(keys[0], "lock") + "notify:"
 	}
-	if l.cfg.prefix == "" {
-		return "PUBLISH", "notify:"
-	}
-	return "PUBLISH", l.cfg.prefix + ":notify:"
+	return "PUBLISH", l.notifyPrefix
 }
 
 // subscribe makes sure this Locker listens on the channel of the lock with

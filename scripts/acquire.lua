@@ -14,7 +14,7 @@ if redis.call('EXISTS', lockKey) == 0 and not grantNext(ARGV[4], ARGV[5]) then
 end
 if ARGV[6] == 'try' then return {0, 0} end
 redis.call('RPUSH', queueKey, token)
-redis.call('ZADD', aliveKey, nowMs + waiterTTL, token)
+redis.call('ZADD', aliveKey, nowMs() + waiterTTL, token)
 keepFor(queueKey, waiterTTL)
 keepFor(aliveKey, waiterTTL)
-return {2, redis.call('ZCOUNT', aliveKey, '(' .. nowMs, '+inf')}
+return {2, redis.call('ZCOUNT', aliveKey, '(' .. nowMs(), '+inf')}

@@ -33,8 +33,8 @@ for i, token in ipairs(tokens) do
   local status = -1
   if token == holder then
     status = tonumber(redis.call('GET', fenceKey) or '1')
-  elseif deadline and deadline > nowMs then
-    renew[#renew + 1] = nowMs + waiterTTL
+  elseif deadline and deadline > nowMs() then
+    renew[#renew + 1] = nowMs() + waiterTTL
     renew[#renew + 1] = token
     status = 0
   elseif deadline then

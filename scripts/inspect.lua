@@ -4,4 +4,4 @@
 -- Reply: {holder token or "", lease left ms (or -2), last fence or 0, live waiters}
 local holder = redis.call('GET', lockKey) or ''
 return {holder, redis.call('PTTL', lockKey), tonumber(redis.call('GET', fenceKey) or '0'),
-  redis.call('ZCOUNT', aliveKey, '(' .. nowMs, '+inf')}
+  redis.call('ZCOUNT', aliveKey, '(' .. nowMs(), '+inf')}

@@ -6,18 +6,33 @@
 --   KEYS[4] fence  string: the last fence handed out
 -- Every deadline comes from the server's TIME, never a client clock.
 local lockKey, queueKey, aliveKey, fenceKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local clock = redis.call('TIME')
-local nowMs = clock[1] * 1000 + math.floor(clock[2] / 1000)
 -- The fence key may expire: fences are seeded from the clock, so they still grow.
 local fenceTTL = 86400000
 
--- nextFence returns a fence larger than every fence before it, even after
--- the fence key was lost: max(last + 1, server time in microseconds).
+-- serverTime is the server's TIME, read once and only when needed: a plain
+-- release reads no clock.
+local clock
+local function serverTime()
+  if not clock then clock = redis.call('TIME') end
+  return clock
+end
+
+-- nowMs is the server's time in milliseconds.
+local function nowMs()
+  local t = serverTime()
+  return t[1] * 1000 + math.floor(t[2] / 1000)
+end
+
+-- nextFence returns a fence larger than every fence before it. The counter
+-- starts from the server's time in microseconds whenever its key is new, so
+-- fences keep growing after the key expired or Redis lost its data.
 local function nextFence()
-  local fence = tonumber(redis.call('GET', fenceKey) or '0') + 1
-  local nowUs = clock[1] * 1000000 + clock[2]
-  if fence < nowUs then fence = nowUs end
-  redis.call('SET', fenceKey, string.format('%d', fence), 'PX', fenceTTL)
+  local fence = redis.call('INCR', fenceKey)
+  if fence == 1 then
+    local t = serverTime()
+    fence = t[1] * 1000000 + t[2]
+    redis.call('SET', fenceKey, string.format('%d', fence), 'PX', fenceTTL)
+  end
   return fence
 end
 
@@ -39,8 +54,8 @@ local function grantNext(notifyCmd, notifyPrefix)
     if not head then return false end
     local deadline = tonumber(redis.call('ZSCORE', aliveKey, head))
     redis.call('ZREM', aliveKey, head)
-    if deadline and deadline > nowMs then
-      redis.call('SET', lockKey, head, 'PX', deadline - nowMs)
+    if deadline and deadline > nowMs() then
+      redis.call('SET', lockKey, head, 'PX', deadline - nowMs())
       local fence = nextFence()
       local locker = string.match(head, '^(.*):')
       redis.call(notifyCmd, notifyPrefix .. locker, head .. ' ' .. string.format('%d', fence))
