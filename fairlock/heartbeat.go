@@ -39,7 +39,9 @@ func (l *Locker) beat() {
 		return
 	}
 	sent := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), l.heartbeat)
+	// Bounded by the waiter TTL, not the period: a heartbeat that waits for
+	// a pooled connection under load is still worth its reply until then.
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.waiterTTL)
 	l.runHeartbeats(ctx, calls) //nolint:errcheck // each call's own error is read below
 	cancel()
 	for _, c := range calls {
