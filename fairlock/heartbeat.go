@@ -58,8 +58,13 @@ func (l *Locker) beat() {
 	}
 }
 
-// heartbeatCalls lists one call per lock with local waiters or a lease to
-// renew.
+// heartbeatCallSize caps the waiters of one heartbeat script: a call for
+// 10,000 waiters would hold Redis for milliseconds, and other clients'
+// commands run between the calls of one pipeline.
+const heartbeatCallSize = 1000
+
+// heartbeatCalls lists the calls of one heartbeat: per lock with local
+// waiters or a lease to renew, one call per heartbeatCallSize waiters.
 func (l *Locker) heartbeatCalls() []*heartbeatCall {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -70,6 +75,10 @@ func (l *Locker) heartbeatCalls() []*heartbeatCall {
 			c.holder = ll.lease
 		}
 		for w := range ll.waiters {
+			if len(c.tokens) == heartbeatCallSize {
+				calls = append(calls, c)
+				c = &heartbeatCall{name: name, keys: ll.keys}
+			}
 			c.tokens = append(c.tokens, w.token)
 		}
 		if c.holder != nil || len(c.tokens) > 0 {
