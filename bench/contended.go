@@ -138,43 +138,49 @@ func (s *workerSet) runLoops(name string, idBase int, startAt, endAt int64, hold
 
 // ContendedResult is one peer in scenario 2.
 type ContendedResult struct {
-	Peer                string           `json:"peer"`
-	Variant             string           `json:"variant"`
-	Procs               int              `json:"procs"`
-	Workers             int              `json:"workers"`
-	HoldMs              float64          `json:"hold_ms"`
-	DurationS           float64          `json:"duration_s"`
-	Grants              int              `json:"grants"`
-	GrantsTotal         int              `json:"grants_total"`
-	GrantsPerSec        float64          `json:"grants_per_s"`
-	Busy                float64          `json:"busy"`
-	Jain                float64          `json:"jain"`
-	MinGrants           int64            `json:"min_grants"`
-	MaxGrants           int64            `json:"max_grants"`
-	WaitP50us           float64          `json:"wait_p50_us"`
-	WaitP99us           float64          `json:"wait_p99_us"`
-	WaitMaxus           float64          `json:"wait_max_us"`
-	GapP50us            float64          `json:"gap_p50_us"`
-	GapP99us            float64          `json:"gap_p99_us"`
-	GapMaxus            float64          `json:"gap_max_us"`
-	GapsOver5ms         int              `json:"gaps_over_5ms"`
-	ReleaseP50us        float64          `json:"release_p50_us"`
-	HoldMeanus          float64          `json:"hold_mean_us"`
-	RoundTripsPerGrant  float64          `json:"round_trips_per_grant"`
-	ClientCmdsPerGrant  float64          `json:"client_cmds_per_grant"`
-	ServerCmdsPerGrant  float64          `json:"server_cmds_per_grant"`
-	ServerCPUusPerGrant float64          `json:"server_cpu_us_per_grant"`
-	Overlaps            int64            `json:"overlaps"`
-	OverlapsAtomic      int64            `json:"overlaps_atomic"`
-	Barging             int              `json:"barging"`
-	BargingPct          float64          `json:"barging_pct"`
-	Errors              int64            `json:"errors"`
-	ClientCalls         map[string]int64 `json:"client_calls,omitempty"`
-	EvalUsec            float64          `json:"evalsha_server_us_per_call,omitempty"`
-	Slowlog             []SlowEntry      `json:"slowlog,omitempty"`
-	Cmdstats            map[string]int64 `json:"cmdstats,omitempty"`
-	LocalPingus         float64          `json:"local_ping_p50_us"`
-	Note                string           `json:"note,omitempty"`
+	Peer                string  `json:"peer"`
+	Variant             string  `json:"variant"`
+	Procs               int     `json:"procs"`
+	Workers             int     `json:"workers"`
+	HoldMs              float64 `json:"hold_ms"`
+	DurationS           float64 `json:"duration_s"`
+	Grants              int     `json:"grants"`
+	GrantsTotal         int     `json:"grants_total"`
+	GrantsPerSec        float64 `json:"grants_per_s"`
+	Busy                float64 `json:"busy"`
+	Jain                float64 `json:"jain"`
+	MinGrants           int64   `json:"min_grants"`
+	MaxGrants           int64   `json:"max_grants"`
+	WaitP50us           float64 `json:"wait_p50_us"`
+	WaitP99us           float64 `json:"wait_p99_us"`
+	WaitMaxus           float64 `json:"wait_max_us"`
+	GapP50us            float64 `json:"gap_p50_us"`
+	GapP99us            float64 `json:"gap_p99_us"`
+	GapMaxus            float64 `json:"gap_max_us"`
+	GapsOver5ms         int     `json:"gaps_over_5ms"`
+	ReleaseP50us        float64 `json:"release_p50_us"`
+	HoldMeanus          float64 `json:"hold_mean_us"`
+	RoundTripsPerGrant  float64 `json:"round_trips_per_grant"`
+	ClientCmdsPerGrant  float64 `json:"client_cmds_per_grant"`
+	ServerCmdsPerGrant  float64 `json:"server_cmds_per_grant"`
+	ServerCPUusPerGrant float64 `json:"server_cpu_us_per_grant"`
+	Overlaps            int64   `json:"overlaps"`
+	OverlapsAtomic      int64   `json:"overlaps_atomic"`
+	Barging             int     `json:"barging"`
+	BargingPct          float64 `json:"barging_pct"`
+	Errors              int64   `json:"errors"`
+	runDetail
+}
+
+// runDetail is what every scenario row records about its run besides its
+// own figures: client calls, Redis's view of them, and the PING baseline.
+type runDetail struct {
+	ClientCalls map[string]int64 `json:"client_calls,omitempty"`
+	EvalUsec    float64          `json:"evalsha_server_us_per_call,omitempty"`
+	Slowlog     []SlowEntry      `json:"slowlog,omitempty"`
+	Cmdstats    map[string]int64 `json:"cmdstats,omitempty"`
+	LocalPingus float64          `json:"local_ping_p50_us"`
+	Note        string           `json:"note,omitempty"`
 }
 
 // analyse fills the grant-sequence metrics from the merged records.

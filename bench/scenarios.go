@@ -305,32 +305,27 @@ func runFIFO(p peer, e *env, mon *monitor, n, rounds int, spacing, hold time.Dur
 // ---------------------------------------------------------------- scale
 
 type ScaleResult struct {
-	Peer                string           `json:"peer"`
-	Case                string           `json:"case"`
-	Names               int              `json:"names"`
-	PerName             int              `json:"per_name"`
-	Waiters             int              `json:"waiters"`
-	Granted             int              `json:"granted"`
-	EnqueueMs           float64          `json:"enqueue_ms"`
-	DrainMs             float64          `json:"drain_ms"`
-	PerGrantus          float64          `json:"per_grant_us"`
-	RoundTripsPerGrant  float64          `json:"round_trips_per_grant"`
-	ServerCmdsPerGrant  float64          `json:"server_cmds_per_grant"`
-	DrainCmdsPerGrant   float64          `json:"drain_server_cmds_per_grant"`
-	HeapPerWaiter       float64          `json:"heap_bytes_per_waiter"`
-	HeapStackPerWaiter  float64          `json:"heap_stack_bytes_per_waiter"`
-	PubsubConns         int              `json:"pubsub_conns"`
-	Lockers             int              `json:"lockers"`
-	Dials               int64            `json:"dials"`
-	UsedMemoryPeak      int64            `json:"used_memory_peak"`
-	UsedMemoryPerWaiter float64          `json:"used_memory_per_waiter"`
-	DrainRTPerGrant     float64          `json:"drain_round_trips_per_grant"`
-	ClientCalls         map[string]int64 `json:"client_calls,omitempty"`
-	EvalUsec            float64          `json:"evalsha_server_us_per_call,omitempty"`
-	Slowlog             []SlowEntry      `json:"slowlog,omitempty"`
-	Cmdstats            map[string]int64 `json:"cmdstats,omitempty"`
-	LocalPingus         float64          `json:"local_ping_p50_us"`
-	Note                string           `json:"note,omitempty"`
+	Peer                string  `json:"peer"`
+	Case                string  `json:"case"`
+	Names               int     `json:"names"`
+	PerName             int     `json:"per_name"`
+	Waiters             int     `json:"waiters"`
+	Granted             int     `json:"granted"`
+	EnqueueMs           float64 `json:"enqueue_ms"`
+	DrainMs             float64 `json:"drain_ms"`
+	PerGrantus          float64 `json:"per_grant_us"`
+	RoundTripsPerGrant  float64 `json:"round_trips_per_grant"`
+	ServerCmdsPerGrant  float64 `json:"server_cmds_per_grant"`
+	DrainCmdsPerGrant   float64 `json:"drain_server_cmds_per_grant"`
+	HeapPerWaiter       float64 `json:"heap_bytes_per_waiter"`
+	HeapStackPerWaiter  float64 `json:"heap_stack_bytes_per_waiter"`
+	PubsubConns         int     `json:"pubsub_conns"`
+	Lockers             int     `json:"lockers"`
+	Dials               int64   `json:"dials"`
+	UsedMemoryPeak      int64   `json:"used_memory_peak"`
+	UsedMemoryPerWaiter float64 `json:"used_memory_per_waiter"`
+	DrainRTPerGrant     float64 `json:"drain_round_trips_per_grant"`
+	runDetail
 }
 
 type queuedReporter interface {

@@ -216,8 +216,8 @@ func clusterNodes(ctx context.Context, addr string) ([]ClusterNode, error) {
 	return nodes, nil
 }
 
-// Primaries returns the live primaries that own slots, sorted by address.
-func (c *Cluster) Primaries(t testing.TB) []*Server {
+// mustTopology reads the cluster's nodes, failing the test if it cannot.
+func (c *Cluster) mustTopology(t testing.TB) []ClusterNode {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -225,6 +225,13 @@ func (c *Cluster) Primaries(t testing.TB) []*Server {
 	if err != nil {
 		t.Fatalf("cluster nodes: %v", err)
 	}
+	return nodes
+}
+
+// Primaries returns the live primaries that own slots, sorted by address.
+func (c *Cluster) Primaries(t testing.TB) []*Server {
+	t.Helper()
+	nodes := c.mustTopology(t)
 	var out []*Server
 	for _, n := range nodes {
 		if n.Master && !n.Failed && len(n.Slots) > 0 {
@@ -240,12 +247,7 @@ func (c *Cluster) Primaries(t testing.TB) []*Server {
 // PrimaryFor returns the node that currently owns key's slot.
 func (c *Cluster) PrimaryFor(t testing.TB, key string) *Server {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	nodes, err := c.Topology(ctx)
-	if err != nil {
-		t.Fatalf("cluster nodes: %v", err)
-	}
+	nodes := c.mustTopology(t)
 	slot := KeySlot(key)
 	for _, n := range nodes {
 		if !n.Master || n.Failed {
@@ -504,12 +506,7 @@ func slotOwner(nodes []ClusterNode, slot int) string {
 // ReplicaOf returns a live replica of primary, or nil.
 func (c *Cluster) ReplicaOf(t testing.TB, primary *Server) *Server {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	nodes, err := c.Topology(ctx)
-	if err != nil {
-		t.Fatalf("cluster nodes: %v", err)
-	}
+	nodes := c.mustTopology(t)
 	var id string
 	for _, n := range nodes {
 		if n.Addr == primary.Addr {
