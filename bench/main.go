@@ -147,6 +147,11 @@ func main() {
 	logf := func(format string, a ...any) {
 		fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))
 	}
+	logContended := func(r ContendedResult) {
+		logf("contended %s %-9s %6.0f grants/s jain %.4f gap p50 %5.0f µs (release call %4.0f µs) wait p99 %6.1f ms RT/grant %.2f barging %.0f%% overlaps %d/%d %s",
+			r.Variant, r.Peer, r.GrantsPerSec, r.Jain, r.GapP50us, r.ReleaseP50us, r.WaitP99us/1e3, r.RoundTripsPerGrant, r.BargingPct, r.Overlaps, r.OverlapsAtomic, r.Note)
+	}
+
 	flush := func() {
 		res.Meta.ElapsedS = time.Since(start).Seconds()
 		res.Targets = evalTargets(res)
@@ -189,8 +194,7 @@ func main() {
 		for _, p := range peers {
 			r := runContended(p, e, mon, *cWorkers, *cHold, *cDur, "contended")
 			res.Contended = append(res.Contended, r)
-			logf("contended %s %-9s %6.0f grants/s jain %.4f gap p50 %5.0f µs (release call %4.0f µs) wait p99 %6.1f ms RT/grant %.2f barging %.0f%% overlaps %d/%d %s",
-				r.Variant, p.Name, r.GrantsPerSec, r.Jain, r.GapP50us, r.ReleaseP50us, r.WaitP99us/1e3, r.RoundTripsPerGrant, r.BargingPct, r.Overlaps, r.OverlapsAtomic, r.Note)
+			logContended(r)
 			clean()
 		}
 		flush()
@@ -199,8 +203,7 @@ func main() {
 		for _, p := range peers {
 			r := runContendedMP(p, e, mon, *mpProcs, *mpWorkers, *cHold, *mpDur, "contended-mp")
 			res.Contended = append(res.Contended, r)
-			logf("contended %s %-9s %6.0f grants/s jain %.4f gap p50 %5.0f µs (release call %4.0f µs) wait p99 %6.1f ms RT/grant %.2f barging %.0f%% overlaps %d/%d %s",
-				r.Variant, p.Name, r.GrantsPerSec, r.Jain, r.GapP50us, r.ReleaseP50us, r.WaitP99us/1e3, r.RoundTripsPerGrant, r.BargingPct, r.Overlaps, r.OverlapsAtomic, r.Note)
+			logContended(r)
 			clean()
 		}
 		flush()
