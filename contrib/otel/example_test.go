@@ -59,7 +59,7 @@ func Example() {
 			for _, p := range data.DataPoints {
 				outcome, _ := p.Attributes.Value(fairlockotel.OutcomeKey)
 				end, _ := p.Attributes.Value(fairlockotel.LeaseEndKey)
-				fmt.Println(m.Name, outcome.Emit()+end.Emit(), p.Count)
+				fmt.Println(m.Name, outcome.AsString()+end.AsString(), p.Count)
 			}
 		}
 	}
