@@ -32,18 +32,21 @@ func (k EventKind) String() string {
 // An Event is one step in the life of a waiter or lease, as seen by this
 // Locker. Observers get them through WithObserver.
 //
-// Every Acquire or TryAcquire that reaches Redis ends in exactly one of
-// EventGranted or EventCancelled, except where Err matches ErrPlaceLost (see
-// below), and except a TryAcquire refused with ErrNotAcquired, which reports
-// nothing. A call that fails before it reaches Redis (a bad name, a context
-// already done, a closed Locker, a failed pub/sub subscription) reports
-// nothing either: it never waited.
+// Every Acquire or TryAcquire that reaches Redis ends in exactly one
+// EventGranted or EventCancelled, except a TryAcquire refused with
+// ErrNotAcquired, which reports nothing. A call that fails before it reaches
+// Redis (a bad name, a context already done, a closed Locker, a failed
+// pub/sub subscription) reports nothing either: it never waited. A grant
+// that Acquire gives up before returning it (the Locker was closed, or
+// WithReplicaAck was not met) ends as EventCancelled, and its lease reports
+// no EventReleased or EventLost; every lease Acquire returns reports exactly
+// one of them.
 //
-// An EventCancelled whose Err matches ErrPlaceLost is not the end of the
-// Acquire: the waiter lost its place (Redis forgot it, or its grant expired
-// before it heard of it) and the same call queues again under a new token,
-// reporting a new EventEnqueued. Count it as the waiter leaving the queue,
-// not as an outcome.
+// Before its end, an Acquire may report EventCancelled events whose Err
+// matches ErrPlaceLost. They are not its end: the waiter lost its place
+// (Redis forgot it, or its grant expired before it heard of it) and the same
+// call queues again under a new token, reporting a new EventEnqueued. Count
+// them as the waiter leaving the queue, not as an outcome.
 //
 // To keep a count of waiters queued, add one on EventEnqueued and take one
 // away on EventGranted and EventCancelled that have Queued set. A grant or a
@@ -57,11 +60,12 @@ func (k EventKind) String() string {
 // EventLost at the lease's local deadline; and a short-lived goroutine
 // started by Acquire for an EventCancelled that removes the waiter from
 // Redis (Acquire waits for it at most one heartbeat, so that event may come
-// after Acquire returned). Events of one Locker may
-// thus arrive concurrently, and those of different waiters in any order.
-// The observer must be safe for concurrent use and must not block: a slow
-// one delays grants and heartbeats, and a heartbeat delayed past the TTLs
-// loses waiters and leases.
+// after Acquire returned). The pub/sub listener calls it for nothing: a
+// grant message wakes the waiting Acquire, which reports the grant. Events
+// of one Locker may thus arrive concurrently, and those of different
+// waiters in any order. The observer must be safe for concurrent use and
+// must not block: a slow one delays grants and heartbeats, and a heartbeat
+// delayed past the TTLs loses waiters and leases.
 type Event struct {
 	Kind     EventKind
 	Name     string // lock name
@@ -71,8 +75,8 @@ type Event struct {
 	// Wait is, for EventGranted and EventCancelled, the time from the
 	// Acquire or TryAcquire call to the grant or to giving up.
 	Wait time.Duration
-	// Held is, for EventReleased and EventLost, the time from the grant to
-	// the release or loss.
+	// Held is, for EventReleased and EventLost, the time from the grant
+	// (when Acquire returned the lease) to the release or loss.
 	Held time.Duration
 	// Queued is, for EventGranted and EventCancelled, whether this waiter
 	// had been reported by EventEnqueued and has now left the queue.
