@@ -182,3 +182,23 @@ func TestPlaceLostIsNotAnOutcome(t *testing.T) {
 	}
 	balance(t, rec, "requeue")
 }
+
+// A grant that Acquire gives up before returning it ends as EventCancelled,
+// and its lease, never handed out, reports no end of its own.
+func TestGivenUpGrantIsCancelledNotReleased(t *testing.T) {
+	srv := redistest.Start(t)
+	rec := fairlocktest.NewRecorder()
+	l := newLocker(t, srv.Client(t), rec.Option(), fairlock.WithReplicaAck(1, 20*time.Millisecond))
+	if _, err := l.Acquire(withTimeout(t, 5*time.Second), "unacked"); !errors.Is(err, fairlock.ErrNotReplicated) {
+		t.Fatalf("Acquire with no replica: %v", err)
+	}
+	cancelled := waitEvents(t, rec, "unacked", fairlock.EventCancelled, 1)
+	if e := cancelled[0]; !errors.Is(e.Err, fairlock.ErrNotReplicated) || e.Queued || e.Wait < 20*time.Millisecond {
+		t.Errorf("cancelled event %+v, want ErrNotReplicated, not queued, Wait >= 20ms", e)
+	}
+	for _, kind := range []fairlock.EventKind{fairlock.EventGranted, fairlock.EventReleased, fairlock.EventLost} {
+		if n := len(rec.Filter("unacked", kind)); n != 0 {
+			t.Errorf("%d %v events for a grant never handed out", n, kind)
+		}
+	}
+}
