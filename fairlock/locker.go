@@ -23,11 +23,14 @@ type Locker struct {
 	sharded      bool          // on Redis Cluster: notify with SPUBLISH, see notify.go
 	notifyPrefix string        // off Cluster: + a Locker id, that Locker's channel
 	heartbeat    time.Duration // period of the heartbeat timer
+	leaseMs      any           // the TTLs as script arguments, boxed once
+	waiterMs     any
 
 	mu      sync.Mutex
 	seq     uint64
 	locks   map[string]*localLock // by lock name: what the heartbeat covers
 	waiters map[string]*waiter    // by token: where grant messages go
+	refs    map[string]*lockRef   // by lock name, at most refCacheSize
 	closed  bool
 	calls   sync.WaitGroup // Acquire and TryAcquire calls under way
 
@@ -43,14 +46,13 @@ type Locker struct {
 
 // localLock is what this Locker has on one lock name.
 type localLock struct {
-	keys    []string
-	waiters map[*waiter]struct{} // queued in Redis, to keep alive
+	ref     *lockRef
+	waiters map[*waiter]struct{} // queued in Redis, to keep alive; nil until one is
 	lease   *Lease               // held by this Locker, to renew
 }
 
 type waiter struct {
-	name  string
-	keys  []string
+	ref   *lockRef
 	token string    // guarded by Locker.mu: a waiter that lost its place queues anew with a new token
 	since time.Time // guarded by Locker.mu: when the request that set its Redis deadline was sent
 
@@ -78,8 +80,11 @@ func New(client redis.UniversalClient, opts ...Option) (*Locker, error) {
 		cfg:       cfg,
 		id:        uuid.NewString(),
 		heartbeat: min(cfg.leaseTTL, cfg.waiterTTL) / 3,
+		leaseMs:   cfg.leaseTTL.Milliseconds(),
+		waiterMs:  cfg.waiterTTL.Milliseconds(),
 		locks:     map[string]*localLock{},
 		waiters:   map[string]*waiter{},
+		refs:      map[string]*lockRef{},
 		closing:   make(chan struct{}),
 		stopped:   make(chan struct{}),
 		kick:      make(chan struct{}, 1),
@@ -134,35 +139,36 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 	}
 	defer l.calls.Done()
 	start := time.Now()
-	keys := lockKeys(l.cfg.prefix, name)
+	ref := l.ref(name)
+	mode := modeTry
 	if wait {
-		if err := l.subscribe(ctx, name, keys); err != nil {
+		if err := l.subscribe(ctx, ref); err != nil {
 			return nil, ctxError(ctx, fmt.Errorf("fairlock: subscribe: %w", err))
 		}
-	}
-	mode := "try"
-	if wait {
-		mode = "wait"
+		mode = modeWait
+		if ac.onQueued != nil || l.cfg.observer != nil || l.cfg.logger != nil {
+			mode = modeCount
+		}
 	}
 	for {
-		w := l.newWaiter(name, keys)
+		w := l.newWaiter(ref)
 		sent := time.Now()
-		res, err := l.enqueue(ctx, w, mode)
+		status, value, err := l.enqueue(ctx, w, mode)
 		if err != nil {
 			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %q: %w", name, err))
 		}
-		switch res[0] {
+		switch status {
 		case acquireGranted:
 			l.forget(w)
-			return l.grant(ctx, name, keys, w.token, res[1], sent.Add(l.cfg.leaseTTL), true, start)
+			return l.grant(ctx, ref, w.token, value, sent.Add(l.cfg.leaseTTL), true, start)
 		case acquireRefused:
 			l.forget(w)
 			return nil, ErrNotAcquired
 		}
 		l.queued(w, sent)
-		l.observe(Event{Kind: EventEnqueued, Name: name, Token: w.token, Position: int(res[1])})
+		l.observe(Event{Kind: EventEnqueued, Name: name, Token: w.token, Position: int(value)})
 		if ac.onQueued != nil {
-			ac.onQueued(int(res[1]))
+			ac.onQueued(int(value))
 		}
 		select {
 		case fence := <-w.granted:
@@ -202,10 +208,10 @@ func (l *Locker) accept(ctx context.Context, w *waiter, fence int64, start time.
 	claimed := false
 	if time.Until(deadline) < l.heartbeat {
 		sent := time.Now()
-		held, err := extendScript.Run(ctx, l.client, w.keys, w.token, l.cfg.leaseTTL.Milliseconds()).Int()
+		held, err := extendScript.run(ctx, l.client, w.ref, w.ref.call(w.token, l.leaseMs)).Int()
 		if err != nil {
 			l.leave(w, err)
-			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %q: %w", w.name, err))
+			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %q: %w", w.ref.name, err))
 		}
 		if held == 0 {
 			l.forget(w)
@@ -214,7 +220,7 @@ func (l *Locker) accept(ctx context.Context, w *waiter, fence int64, start time.
 		deadline, claimed = sent.Add(l.cfg.leaseTTL), true
 	}
 	l.forget(w)
-	return l.grant(ctx, w.name, w.keys, w.token, fence, deadline, claimed, start)
+	return l.grant(ctx, w.ref, w.token, fence, deadline, claimed, start)
 }
 
 // enqueue runs acquire.lua for w. It runs on the caller's goroutine: a
@@ -222,19 +228,17 @@ func (l *Locker) accept(ctx context.Context, w *waiter, fence int64, start time.
 // stalls, costs a third of an uncontended acquire on a two-core machine.
 // So a call already sent ends when go-redis returns (its read timeout, or
 // the context's deadline with ContextTimeoutEnabled), and then leaves.
-func (l *Locker) enqueue(ctx context.Context, w *waiter, mode string) ([]int64, error) {
-	notifyCmd, notifyPrefix := l.notifyArgs(w.keys)
-	reply, err := acquireScript.Run(ctx, l.client, w.keys, w.token,
-		l.cfg.leaseTTL.Milliseconds(), l.cfg.waiterTTL.Milliseconds(), notifyCmd, notifyPrefix, mode).Result()
-	var res []int64
+func (l *Locker) enqueue(ctx context.Context, w *waiter, mode any) (status, value int64, err error) {
+	args := w.ref.call(w.token, l.leaseMs, l.waiterMs, w.ref.notify[0], w.ref.notify[1], mode)
+	reply, err := acquireScript.run(ctx, l.client, w.ref, args).Result()
 	if err == nil {
-		res, err = parseInts(reply, 2)
+		status, value, err = parsePair(reply)
 	}
 	if err != nil {
 		// The reply may be lost, not the request: remove the entry by its token.
 		l.leave(w, err)
 	}
-	return res, err
+	return status, value, err
 }
 
 // ctxError makes err match ctx.Err() when the context ended, whatever the
@@ -259,13 +263,12 @@ func (l *Locker) enter() bool {
 
 // newWaiter registers a waiter under a fresh token before the request that
 // queues it is sent, so that a grant message arriving right after finds it.
-func (l *Locker) newWaiter(name string, keys []string) *waiter {
+func (l *Locker) newWaiter(ref *lockRef) *waiter {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seq++
 	w := &waiter{
-		name:    name,
-		keys:    keys,
+		ref:     ref,
 		token:   l.id + ":" + strconv.FormatUint(l.seq, 36),
 		granted: make(chan int64, 1),
 		evicted: make(chan struct{}, 1),
@@ -279,7 +282,11 @@ func (l *Locker) queued(w *waiter, sent time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w.since = sent
-	l.local(w.name, w.keys).waiters[w] = struct{}{}
+	ll := l.local(w.ref)
+	if ll.waiters == nil {
+		ll.waiters = map[*waiter]struct{}{}
+	}
+	ll.waiters[w] = struct{}{}
 }
 
 // forget removes a waiter from this Locker's books.
@@ -287,9 +294,9 @@ func (l *Locker) forget(w *waiter) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.waiters, w.token)
-	if ll := l.locks[w.name]; ll != nil {
+	if ll := l.locks[w.ref.name]; ll != nil {
 		delete(ll.waiters, w)
-		l.dropIfIdle(w.name, ll)
+		l.dropIfIdle(ll)
 	}
 }
 
@@ -318,39 +325,37 @@ func (l *Locker) leave(w *waiter, why error) {
 func (l *Locker) withdraw(w *waiter, why error) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.waiterTTL)
 	defer cancel()
-	notifyCmd, notifyPrefix := l.notifyArgs(w.keys)
-	err := cancelScript.Run(ctx, l.client, w.keys, w.token, notifyCmd, notifyPrefix).Err()
+	err := cancelScript.run(ctx, l.client, w.ref, w.ref.call(w.token, w.ref.notify[0], w.ref.notify[1])).Err()
 	if err != nil {
 		why = errors.Join(why, fmt.Errorf("fairlock: leaving the queue: %w", err))
 	}
-	l.observe(Event{Kind: EventCancelled, Name: w.name, Token: w.token, Err: why})
+	l.observe(Event{Kind: EventCancelled, Name: w.ref.name, Token: w.token, Err: why})
 }
 
 // local returns this Locker's record of a lock, creating it. l.mu is held.
-func (l *Locker) local(name string, keys []string) *localLock {
-	ll := l.locks[name]
+func (l *Locker) local(ref *lockRef) *localLock {
+	ll := l.locks[ref.name]
 	if ll == nil {
-		ll = &localLock{keys: keys, waiters: map[*waiter]struct{}{}}
-		l.locks[name] = ll
+		ll = &localLock{ref: ref}
+		l.locks[ref.name] = ll
 	}
 	return ll
 }
 
 // dropIfIdle forgets a lock with no waiter and no lease here. l.mu is held.
-func (l *Locker) dropIfIdle(name string, ll *localLock) {
+func (l *Locker) dropIfIdle(ll *localLock) {
 	if ll != nil && ll.lease == nil && len(ll.waiters) == 0 {
-		delete(l.locks, name)
+		delete(l.locks, ll.ref.name)
 	}
 }
 
 // grant makes the Lease for a granted token and puts it under the
 // heartbeat's care. If the Locker was closed meanwhile, the lock is released
 // at once rather than left to a holder nobody will return it to.
-func (l *Locker) grant(ctx context.Context, name string, keys []string, token string, fence int64, deadline time.Time, claimed bool, start time.Time) (*Lease, error) {
+func (l *Locker) grant(ctx context.Context, ref *lockRef, token string, fence int64, deadline time.Time, claimed bool, start time.Time) (*Lease, error) {
 	s := &Lease{
 		locker:  l,
-		name:    name,
-		keys:    keys,
+		ref:     ref,
 		token:   token,
 		fence:   fence,
 		done:    make(chan struct{}),
@@ -362,7 +367,7 @@ func (l *Locker) grant(ctx context.Context, name string, keys []string, token st
 	l.mu.Lock()
 	closed := l.closed
 	if !closed {
-		l.local(name, keys).lease = s
+		l.local(ref).lease = s
 	}
 	l.mu.Unlock()
 	if closed {
@@ -371,10 +376,10 @@ func (l *Locker) grant(ctx context.Context, name string, keys []string, token st
 	}
 	if l.cfg.replicas > 0 {
 		if err := l.awaitReplicas(ctx, s); err != nil {
-			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %q: %w", name, err))
+			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %q: %w", ref.name, err))
 		}
 	}
-	l.observe(Event{Kind: EventGranted, Name: name, Token: token, Fence: fence, Wait: time.Since(start)})
+	l.observe(Event{Kind: EventGranted, Name: ref.name, Token: token, Fence: fence, Wait: time.Since(start)})
 	return s, nil
 }
 
@@ -420,7 +425,8 @@ func (l *Locker) Inspect(ctx context.Context, name string) (State, error) {
 	if err := checkName(name); err != nil {
 		return State{}, err
 	}
-	reply, err := inspectScript.Run(ctx, l.client, lockKeys(l.cfg.prefix, name)).Result()
+	ref := l.ref(name)
+	reply, err := inspectScript.run(ctx, l.client, ref, ref.call()).Result()
 	if err != nil {
 		return State{}, fmt.Errorf("fairlock: inspect %q: %w", name, err)
 	}
