@@ -24,32 +24,7 @@ import (
 var nameSeeds = []string{
 	"a", "orders", "{", "}", "{}", "}{", "%", "%7B", "%25", "%7D", "{a}", "a:b", "a b", "\x00", "\xff\xfe",
 	"%%7B", "{%}", "x}:lock", ":{", "name with spaces", "日本語", strings.Repeat("z", 300),
-}
-
-// unescapeName inverts nameEscaper.
-func unescapeName(s string) (string, bool) {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", false
-		}
-		switch s[i+1 : i+3] {
-		case "25":
-			b.WriteByte('%')
-		case "7B":
-			b.WriteByte('{')
-		case "7D":
-			b.WriteByte('}')
-		default:
-			return "", false
-		}
-		i += 2
-	}
-	return b.String(), true
+	strings.Repeat("{", MaxNameLen), strings.Repeat("y", MaxNameLen+1),
 }
 
 // hashTag is what Redis Cluster hashes: the text between the first '{' and
@@ -93,12 +68,16 @@ func checkKeys(t *testing.T, prefix, name string) []string {
 		if k != want {
 			t.Fatalf("key %d of (%q, %q) = %q, want %q", i, prefix, name, k, want)
 		}
+		if back, ok := nameFromKey(prefix, suffixes[i], k); !ok || back != name {
+			t.Fatalf("nameFromKey(%q, %q, %q) = %q, %v; want %q", prefix, suffixes[i], k, back, ok, name)
+		}
 	}
 	return keys
 }
 
 // FuzzLockKeys: every name maps to four keys in one hash slot, the mapping
-// reads back, and two different (prefix, name) pairs never share a key.
+// reads back (nameFromKey, as the operator's list uses it), and two
+// different (prefix, name) pairs never share a key.
 func FuzzLockKeys(f *testing.F) {
 	for _, n := range nameSeeds {
 		f.Add("fairlock", n, "fairlock", n+"x")
@@ -126,11 +105,14 @@ func FuzzLockKeys(f *testing.F) {
 	})
 }
 
-// FuzzOptions: New never panics, accepts exactly the valid options, and a
-// valid Locker has a positive heartbeat no longer than a third of either TTL.
+// FuzzOptions: New never panics, accepts exactly the valid options (a
+// heartbeat of at least MinHeartbeat, a prefix without braces), and a valid
+// Locker has a heartbeat no longer than a third of either TTL.
 func FuzzOptions(f *testing.F) {
 	f.Add(int64(time.Second), int64(time.Second), "fairlock", true)
 	f.Add(int64(time.Millisecond), int64(time.Millisecond), "", false)
+	f.Add(int64(3*MinHeartbeat), int64(3*MinHeartbeat), "", false)
+	f.Add(int64(3*MinHeartbeat-1), int64(time.Hour), "", false)
 	f.Add(int64(time.Millisecond-1), int64(time.Second), "p", true)
 	f.Add(int64(0), int64(-1), "p", true)
 	f.Add(int64(math.MaxInt64), int64(math.MaxInt64), "p{", true)
@@ -141,7 +123,7 @@ func FuzzOptions(f *testing.F) {
 	f.Fuzz(func(t *testing.T, lease, waiter int64, prefix string, renew bool) {
 		l, err := New(client, WithLeaseTTL(time.Duration(lease)), WithWaiterTTL(time.Duration(waiter)),
 			WithKeyPrefix(prefix), WithAutoRenew(renew))
-		valid := lease >= int64(time.Millisecond) && waiter >= int64(time.Millisecond) && !strings.ContainsAny(prefix, "{}")
+		valid := min(lease, waiter) >= int64(3*MinHeartbeat) && !strings.ContainsAny(prefix, "{}")
 		if err != nil {
 			if valid {
 				t.Fatalf("valid options refused: lease %v waiter %v prefix %q: %v", time.Duration(lease), time.Duration(waiter), prefix, err)
@@ -303,9 +285,9 @@ func FuzzNamesOnRedis(f *testing.F) {
 	f.Fuzz(func(t *testing.T, name, other string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if name == "" {
+		if name == "" || len(name) > MaxNameLen {
 			if _, err := l.TryAcquire(ctx, name); !errors.Is(err, ErrInvalid) {
-				t.Fatalf("empty name: %v, want ErrInvalid", err)
+				t.Fatalf("name of %d bytes: %v, want ErrInvalid", len(name), err)
 			}
 			return
 		}
@@ -328,7 +310,7 @@ func FuzzNamesOnRedis(f *testing.F) {
 				t.Fatalf("keys of %q in different slots: %q", name, keys)
 			}
 		}
-		if other != "" && other != name {
+		if other != "" && other != name && len(other) <= MaxNameLen {
 			ost, err := l.Inspect(ctx, other)
 			if err != nil || ost.Held {
 				t.Fatalf("holding %q makes %q look held: %+v %v", name, other, ost, err)

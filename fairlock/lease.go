@@ -73,7 +73,7 @@ func (s *Lease) release(ctx context.Context) error {
 	switch {
 	case err != nil:
 		s.end(ErrReleased)
-		return fmt.Errorf("fairlock: release %q: %w", s.name, err)
+		return fmt.Errorf("fairlock: release %s: %w", quoteName(s.name), err)
 	case n == 0:
 		s.end(ErrLost)
 		return ErrNotHeld
@@ -95,7 +95,7 @@ func (s *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	sent := time.Now()
 	n, err := extendScript.Run(ctx, s.locker.client, s.keys, s.token, ttl.Milliseconds()).Int()
 	if err != nil {
-		return fmt.Errorf("fairlock: extend %q: %w", s.name, err)
+		return fmt.Errorf("fairlock: extend %s: %w", quoteName(s.name), err)
 	}
 	if n == 0 {
 		s.end(ErrLost)

@@ -73,11 +73,14 @@ func New(client redis.UniversalClient, opts ...Option) (*Locker, error) {
 			return nil, err
 		}
 	}
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	l := &Locker{
 		client:    client,
 		cfg:       cfg,
 		id:        uuid.NewString(),
-		heartbeat: min(cfg.leaseTTL, cfg.waiterTTL) / 3,
+		heartbeat: heartbeatOf(cfg.leaseTTL, cfg.waiterTTL),
 		locks:     map[string]*localLock{},
 		waiters:   map[string]*waiter{},
 		closing:   make(chan struct{}),
@@ -149,7 +152,7 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 		sent := time.Now()
 		res, err := l.enqueue(ctx, w, mode)
 		if err != nil {
-			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %q: %w", name, err))
+			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %s: %w", quoteName(name), err))
 		}
 		switch res[0] {
 		case acquireGranted:
@@ -205,7 +208,7 @@ func (l *Locker) accept(ctx context.Context, w *waiter, fence int64, start time.
 		held, err := extendScript.Run(ctx, l.client, w.keys, w.token, l.cfg.leaseTTL.Milliseconds()).Int()
 		if err != nil {
 			l.leave(w, err)
-			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %q: %w", w.name, err))
+			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %s: %w", quoteName(w.name), err))
 		}
 		if held == 0 {
 			l.forget(w)
@@ -371,7 +374,7 @@ func (l *Locker) grant(ctx context.Context, name string, keys []string, token st
 	}
 	if l.cfg.replicas > 0 {
 		if err := l.awaitReplicas(ctx, s); err != nil {
-			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %q: %w", name, err))
+			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %s: %w", quoteName(name), err))
 		}
 	}
 	l.observe(Event{Kind: EventGranted, Name: name, Token: token, Fence: fence, Wait: time.Since(start)})
@@ -422,7 +425,7 @@ func (l *Locker) Inspect(ctx context.Context, name string) (State, error) {
 	}
 	reply, err := inspectScript.Run(ctx, l.client, lockKeys(l.cfg.prefix, name)).Result()
 	if err != nil {
-		return State{}, fmt.Errorf("fairlock: inspect %q: %w", name, err)
+		return State{}, fmt.Errorf("fairlock: inspect %s: %w", quoteName(name), err)
 	}
 	holder, ttl, fence, waiters, err := parseInspect(reply)
 	if err != nil {
