@@ -427,15 +427,7 @@ func (l *Locker) Inspect(ctx context.Context, name string) (State, error) {
 	if err != nil {
 		return State{}, fmt.Errorf("fairlock: inspect %s: %w", quoteName(name), err)
 	}
-	holder, ttl, fence, waiters, err := parseInspect(reply)
-	if err != nil {
-		return State{}, err
-	}
-	st := State{Held: holder != "", Holder: holder, Fence: fence, Waiters: int(waiters)}
-	if st.Held && ttl > 0 {
-		st.TTL = time.Duration(ttl) * time.Millisecond
-	}
-	return st, nil
+	return parseState(reply)
 }
 
 // Close ends pending Acquire calls with ErrClosed (they leave their queues),

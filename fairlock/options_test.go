@@ -142,10 +142,12 @@ func TestLongNames(t *testing.T) {
 	huge := "account:42:" + strings.Repeat("x", 8<<20)
 	do := func(context.Context) error { return nil }
 	for what, call := range map[string]func(name string) error{
-		"Acquire":    func(n string) error { _, err := l.Acquire(ctx, n); return err },
-		"TryAcquire": func(n string) error { _, err := l.TryAcquire(ctx, n); return err },
-		"Do":         func(n string) error { return l.Do(ctx, n, do) },
-		"Inspect":    func(n string) error { _, err := l.Inspect(ctx, n); return err },
+		"Acquire":      func(n string) error { _, err := l.Acquire(ctx, n); return err },
+		"TryAcquire":   func(n string) error { _, err := l.TryAcquire(ctx, n); return err },
+		"Do":           func(n string) error { return l.Do(ctx, n, do) },
+		"Inspect":      func(n string) error { _, err := l.Inspect(ctx, n); return err },
+		"Queue":        func(n string) error { _, err := l.Queue(ctx, n); return err },
+		"ForceRelease": func(n string) error { _, err := l.ForceRelease(ctx, n, ""); return err },
 	} {
 		for _, name := range []string{huge, strings.Repeat("y", fairlock.MaxNameLen+1), ""} {
 			err := call(name)
