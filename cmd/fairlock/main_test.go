@@ -59,7 +59,7 @@ func queue(t testing.TB, ctx context.Context, l *fairlock.Locker, name string) <
 	go func() {
 		var once sync.Once
 		s, err := l.Acquire(ctx, name, fairlock.OnQueued(func(int) { once.Do(func() { close(queued) }) }))
-		if err != nil && ctx.Err() == nil {
+		if err != nil && ctx.Err() == nil && !errors.Is(err, fairlock.ErrClosed) {
 			t.Errorf("Acquire: %v", err)
 		}
 		out <- s
@@ -278,19 +278,28 @@ func TestWatchMarksGrantsAndNewWaiters(t *testing.T) {
 	}
 }
 
-// list and inspect on a Redis Cluster, found out from the server itself.
+// list, inspect and release on a Redis Cluster, found out from the server
+// itself, with the lock users and the read-only user under the README's
+// ACL rules.
 func TestOnRedisCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 6-node Redis Cluster")
 	}
 	c := redistest.StartCluster(t)
 	ctx := withTimeout(t, 60*time.Second)
-	l := newLocker(t, c.Client(t, nil))
-	names := []string{"alpha", "beta", "gamma", "delta", "epsilon", "zeta"}
-	for _, name := range names {
-		acquire(t, l, name)
+	for _, node := range c.Nodes {
+		node.SetUser(t, redistest.DocACLRule(t, "../../README.md", "fairlock-app"))
+		node.SetUser(t, redistest.DocACLRule(t, "../../README.md", "fairlock-ops"))
 	}
-	w := queue(t, ctx, newLocker(t, c.Client(t, nil)), "alpha")
+	// The lock users run under the README's rule, on a ClusterClient.
+	app := &redis.ClusterOptions{Username: "fairlock-app", Password: "app-secret"}
+	l := newLocker(t, c.Client(t, app))
+	names := []string{"alpha", "beta", "gamma", "delta", "epsilon", "zeta"}
+	var leases []*fairlock.Lease
+	for _, name := range names {
+		leases = append(leases, acquire(t, l, name))
+	}
+	w := queue(t, ctx, newLocker(t, c.Client(t, app)), "alpha")
 	url := "redis://" + c.Addrs[0]
 	code, out, stderr := cli(t, ctx, "", "-redis", url, "list")
 	if want := "alpha\nbeta\ndelta\nepsilon\ngamma\nzeta\n"; code != exitOK || out != want {
@@ -300,6 +309,13 @@ func TestOnRedisCluster(t *testing.T) {
 	var got lockJSON
 	if code != exitOK || json.Unmarshal([]byte(out), &got) != nil || !got.Held || len(got.Waiters) != 1 {
 		t.Fatalf("inspect on a Cluster: exit %d: %s %s", code, out, stderr)
+	}
+	ro := "redis://fairlock-ops:ops-secret@" + c.Addrs[1]
+	if code, out, stderr := cli(t, ctx, "", "-redis", ro, "list"); code != exitOK || strings.Count(out, "\n") != len(names) {
+		t.Errorf("list on a Cluster as the read-only user: exit %d: %q %s", code, out, stderr)
+	}
+	if code, out, stderr := cli(t, ctx, "", "-redis", ro, "inspect", "alpha"); code != exitOK || !strings.Contains(out, "holder   "+got.Holder) {
+		t.Errorf("inspect on a Cluster as the read-only user: exit %d: %q %s", code, out, stderr)
 	}
 	code, out, stderr = cli(t, ctx, "", "-redis", url, "-cluster", "release", "-force", "-yes", "alpha")
 	if code != exitOK {
@@ -313,5 +329,32 @@ func TestOnRedisCluster(t *testing.T) {
 		s.Release(ctx)
 	case <-time.After(5 * time.Second):
 		t.Fatal("waiter not granted after a forced release on a Cluster (SPUBLISH)")
+	}
+	time.Sleep(leaseTTL) // the heartbeat renews the others past their TTL
+	for _, s := range leases[1:] {
+		if s.Err() != nil {
+			t.Errorf("lease of %s under the ACL rule on a Cluster: %v", s.Name(), s.Err())
+		}
+	}
+}
+
+// The README's read-only rule is enough for inspect, list and watch, and
+// refuses release.
+func TestReadOnlyACLRule(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.SetUser(t, redistest.DocACLRule(t, "../../README.md", "fairlock-ops"))
+	ctx := withTimeout(t, 20*time.Second)
+	held := acquire(t, newLocker(t, srv.Client(t)), "ro")
+	queue(t, ctx, newLocker(t, srv.Client(t)), "ro")
+	url := "redis://fairlock-ops:ops-secret@" + srv.Addr
+	for _, args := range [][]string{{"inspect", "ro"}, {"inspect", "-json", "ro"}, {"list"}, {"watch", "-every", "50ms", "-count", "2", "ro"}} {
+		code, out, stderr := cli(t, ctx, "", append([]string{"-redis", url}, args...)...)
+		if code != exitOK || !strings.Contains(out, "ro") {
+			t.Errorf("%q as the read-only user: exit %d: %s %s", args, code, out, stderr)
+		}
+	}
+	code, _, stderr := cli(t, ctx, "", "-redis", url, "release", "-force", "-yes", "ro")
+	if code != exitError || !strings.Contains(stderr, "NOPERM") || held.Err() != nil {
+		t.Errorf("release as the read-only user: exit %d: %s (lease: %v)", code, stderr, held.Err())
 	}
 }
