@@ -126,23 +126,7 @@ func TestForceRelease(t *testing.T) {
 	if res.Ended != held.Token() || res.Holder != s.Token() || res.Fence != s.Fence() || res.Fence <= held.Fence() {
 		t.Fatalf("result %+v; old %s (fence %d), new %s (fence %d)", res, held.Token(), held.Fence(), s.Token(), s.Fence())
 	}
-	select {
-	case <-held.Done():
-	case <-time.After(heartbeat + slack):
-		t.Fatal("the old holder was not told within a heartbeat")
-	}
-	if !errors.Is(held.Err(), fairlock.ErrLost) {
-		t.Fatalf("old lease's Err = %v, want ErrLost", held.Err())
-	}
-	if err := held.Release(ctx); !errors.Is(err, fairlock.ErrNotHeld) {
-		t.Fatalf("old holder's Release: %v, want ErrNotHeld", err)
-	}
-	if err := held.Extend(ctx, time.Second); !errors.Is(err, fairlock.ErrNotHeld) {
-		t.Fatalf("old holder's Extend: %v, want ErrNotHeld", err)
-	}
-	if st, _ := admin.Inspect(ctx, "stuck"); st.Holder != s.Token() {
-		t.Fatalf("the old holder's calls changed the new holder: %+v", st)
-	}
+	mustBeLost(t, ctx, admin, held, s)
 	if err := s.Release(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -90,6 +90,15 @@ func (s *session) locker(ctx context.Context) (*fairlock.Locker, error) {
 	return l, nil
 }
 
+// queue reads the lock called name.
+func (s *session) queue(ctx context.Context, name string) (fairlock.QueueState, error) {
+	l, err := s.locker(ctx)
+	if err != nil {
+		return fairlock.QueueState{}, err
+	}
+	return l.Queue(ctx, name)
+}
+
 // close disconnects, if connected.
 func (s *session) close() {
 	if s.lock != nil {
@@ -220,11 +229,7 @@ func connect(ctx context.Context, url string, cluster *bool) (redis.UniversalCli
 func inspectFlags(fs *flag.FlagSet) func(context.Context, *session, string) error {
 	asJSON := fs.Bool("json", false, "print one JSON object")
 	return func(ctx context.Context, s *session, name string) error {
-		l, err := s.locker(ctx)
-		if err != nil {
-			return err
-		}
-		q, err := l.Queue(ctx, name)
+		q, err := s.queue(ctx, name)
 		if err != nil {
 			return err
 		}
@@ -316,15 +321,11 @@ func watchFlags(fs *flag.FlagSet) func(context.Context, *session, string) error 
 		if *every <= 0 {
 			return fmt.Errorf("%w: -every must be positive", errUsage)
 		}
-		l, err := s.locker(ctx)
-		if err != nil {
-			return err
-		}
 		t := time.NewTicker(*every)
 		defer t.Stop()
 		var prev *fairlock.QueueState
 		for n := 1; ; n++ {
-			q, err := l.Queue(ctx, name)
+			q, err := s.queue(ctx, name)
 			if ctx.Err() != nil {
 				return nil // interrupted: the normal end of a watch
 			}
@@ -383,11 +384,7 @@ func releaseFlags(fs *flag.FlagSet) func(context.Context, *session, string) erro
 		if !*force {
 			return fmt.Errorf("%w: release ends a lease another process holds, which then keeps running until its next heartbeat; pass -force to do it", errUsage)
 		}
-		l, err := s.locker(ctx)
-		if err != nil {
-			return err
-		}
-		q, err := l.Queue(ctx, name)
+		q, err := s.queue(ctx, name)
 		if err != nil {
 			return err
 		}
@@ -409,6 +406,10 @@ func releaseFlags(fs *flag.FlagSet) func(context.Context, *session, string) erro
 			if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
 				return errors.New("not confirmed: nothing changed")
 			}
+		}
+		l, err := s.locker(ctx)
+		if err != nil {
+			return err
 		}
 		res, err := l.ForceRelease(ctx, name, q.Holder)
 		if errors.Is(err, fairlock.ErrNotHeld) {
