@@ -35,7 +35,7 @@ func (k EventKind) String() string {
 // An Event is one step in the life of a waiter or lease, as seen by this
 // Locker. Observers get them through WithObserver.
 type Event struct {
-	Kind     EventKind
+	Kind     EventKind     // what happened
 	Name     string        // lock name
 	Token    string        // the waiter's or lease's token
 	Position int           // EventEnqueued: 1 is next in line
