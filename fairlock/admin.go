@@ -56,9 +56,15 @@ func (l *Locker) Queue(ctx context.Context, name string) (QueueState, error) {
 	if err != nil {
 		return QueueState{}, fmt.Errorf("fairlock: queue %s: %w", quoteName(name), err)
 	}
+	return parseQueue(reply)
+}
+
+// parseQueue reads queue.lua's reply.
+func parseQueue(reply any) (QueueState, error) {
+	bad := func() error { return fmt.Errorf("fairlock: unexpected queue reply %v", reply) }
 	arr, ok := reply.([]any)
 	if !ok || len(arr) != 5 {
-		return QueueState{}, fmt.Errorf("fairlock: unexpected queue reply %v", reply)
+		return QueueState{}, bad()
 	}
 	st, err := parseState(arr[:4])
 	if err != nil {
@@ -66,14 +72,14 @@ func (l *Locker) Queue(ctx context.Context, name string) (QueueState, error) {
 	}
 	listed, ok := arr[4].([]any)
 	if !ok || len(listed)%2 != 0 {
-		return QueueState{}, fmt.Errorf("fairlock: unexpected queue reply %v", reply)
+		return QueueState{}, bad()
 	}
 	q := QueueState{State: st, Queue: make([]QueuedWaiter, 0, len(listed)/2)}
 	for i := 0; i < len(listed); i += 2 {
 		token, tok := listed[i].(string)
 		left, lok := listed[i+1].(int64)
 		if !tok || !lok {
-			return QueueState{}, fmt.Errorf("fairlock: unexpected queue reply %v", reply)
+			return QueueState{}, bad()
 		}
 		q.Queue = append(q.Queue, QueuedWaiter{Token: token, Position: len(q.Queue) + 1, Deadline: time.Duration(left) * time.Millisecond})
 	}
@@ -112,6 +118,15 @@ func (l *Locker) ForceRelease(ctx context.Context, name, holder string) (ForceRe
 	if err != nil {
 		return ForceReleaseResult{}, fmt.Errorf("fairlock: force release %s: %w", quoteName(name), err)
 	}
+	r, err := parseForceRelease(reply)
+	if err == nil && r.Ended == "" {
+		err = ErrNotHeld
+	}
+	return r, err
+}
+
+// parseForceRelease reads force_release.lua's reply.
+func parseForceRelease(reply any) (ForceReleaseResult, error) {
 	arr, ok := reply.([]any)
 	var r ForceReleaseResult
 	if ok && len(arr) == 3 {
@@ -125,9 +140,6 @@ func (l *Locker) ForceRelease(ctx context.Context, name, holder string) (ForceRe
 	}
 	if !ok || len(arr) != 3 {
 		return ForceReleaseResult{}, fmt.Errorf("fairlock: unexpected force release reply %v", reply)
-	}
-	if r.Ended == "" {
-		return ForceReleaseResult{}, ErrNotHeld
 	}
 	return r, nil
 }

@@ -213,6 +213,10 @@ func FuzzReplies(f *testing.F) {
 	f.Add(enc(arr(4), str(""), i64(-2), i64(0), i64(0)), " 5")
 	f.Add(enc(arr(3), i64(1), i64(-1), i64(0)), "tok -7")
 	f.Add(enc(arr(4), i64(1), i64(2), i64(3), i64(4)), "tok 9223372036854775808")
+	f.Add(enc(arr(5), str("locker:1"), i64(345), i64(1795989491926942), i64(2), arr(4), str("w:1"), i64(500), str("w:2"), i64(20)), "q 1")
+	f.Add(enc(arr(5), str(""), i64(-2), i64(0), i64(0), arr(1), str("w:1")), "q 2")
+	f.Add(enc(arr(3), str("old:1"), str("new:1"), i64(1795989491926943)), "f 1")
+	f.Add(enc(arr(3), str("old:1"), str(""), i64(0)), "f 2")
 	f.Add([]byte{4}, "tok  12")
 	f.Add([]byte{}, "")
 	f.Fuzz(func(t *testing.T, data []byte, payload string) {
@@ -237,6 +241,23 @@ func FuzzReplies(f *testing.F) {
 			arr, ok := reply.([]any)
 			if !ok || len(arr) != 4 || arr[0] != any(holder) || arr[1] != any(ttl) || arr[2] != any(fence) || arr[3] != any(waiters) {
 				t.Fatalf("parseInspect(%#v) = %q %d %d %d", reply, holder, ttl, fence, waiters)
+			}
+		}
+		if q, err := parseQueue(reply); err == nil {
+			listed := reply.([]any)[4].([]any)
+			if len(q.Queue) != len(listed)/2 {
+				t.Fatalf("parseQueue(%#v) listed %d waiters", reply, len(q.Queue))
+			}
+			for i, w := range q.Queue {
+				if w.Position != i+1 || listed[2*i] != any(w.Token) {
+					t.Fatalf("parseQueue(%#v): waiter %d is %+v", reply, i, w)
+				}
+			}
+		}
+		if r, err := parseForceRelease(reply); err == nil {
+			arr := reply.([]any)
+			if arr[0] != any(r.Ended) || arr[1] != any(r.Holder) || arr[2] != any(r.Fence) {
+				t.Fatalf("parseForceRelease(%#v) = %+v", reply, r)
 			}
 		}
 		token, fence, ok := parseGrant(payload)

@@ -46,7 +46,7 @@ type command struct {
 	usage    string // the arguments, for -h
 	summary  string
 	takeName bool
-	flags    func(fs *flag.FlagSet) func(ctx context.Context, s *session, name string) error
+	define   func(fs *flag.FlagSet) func(ctx context.Context, s *session, name string) error // declares the flags, returns the action
 }
 
 var commands = map[string]command{
@@ -142,7 +142,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "usage: fairlock %s %s\n  %s\n", fs.Arg(0), cmd.usage, cmd.summary)
 		sub.PrintDefaults()
 	}
-	do := cmd.flags(sub)
+	do := cmd.define(sub)
 	if err := sub.Parse(fs.Args()[1:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return exitOK
