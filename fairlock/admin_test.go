@@ -177,4 +177,11 @@ func TestNames(t *testing.T) {
 	if got, err := other.Names(ctx); err != nil || !slices.Equal(got, []string{"hidden"}) {
 		t.Fatalf("Names under another prefix = %q, %v", got, err)
 	}
+	// A prefix is matched literally, glob characters and all.
+	glob := newLocker(t, srv.Client(t), fairlock.WithKeyPrefix("p*[?]"))
+	mustAcquire(t, newLocker(t, srv.Client(t), fairlock.WithKeyPrefix("pX[?]")), "not-mine")
+	mustAcquire(t, glob, "mine")
+	if got, err := glob.Names(ctx); err != nil || !slices.Equal(got, []string{"mine"}) {
+		t.Fatalf("Names under a prefix with glob characters = %q, %v", got, err)
+	}
 }
