@@ -41,8 +41,10 @@ type QueuedWaiter struct {
 
 // Queue reads the holder and the queue of the lock called name in one
 // round trip. Waiters whose heartbeat deadline has passed, dead but not yet
-// removed from Redis, are left out: they will never be granted. Queue only
-// reads (EVALSHA_RO), so it runs under a read-only ACL rule.
+// removed from Redis, are left out: they will never be granted. The read
+// looks at no more than 10 × MaxQueueListed queue entries, so fewer waiters
+// may be listed behind a long run of dead ones. Queue only reads
+// (EVALSHA_RO), so it runs under a read-only ACL rule.
 func (l *Locker) Queue(ctx context.Context, name string) (QueueState, error) {
 	if err := checkName(name); err != nil {
 		return QueueState{}, err
