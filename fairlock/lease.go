@@ -71,7 +71,7 @@ func (s *Lease) release(ctx context.Context) error {
 	switch {
 	case err != nil:
 		s.end(ErrReleased)
-		return fmt.Errorf("fairlock: release %q: %w", s.ref.name, err)
+		return fmt.Errorf("fairlock: release %s: %w", quoteName(s.ref.name), err)
 	case n == 0:
 		s.end(ErrLost)
 		return ErrNotHeld
@@ -93,7 +93,7 @@ func (s *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	sent := time.Now()
 	n, err := extendScript.run(ctx, s.locker.client, s.ref, s.ref.call(s.token, ttl.Milliseconds())).Int()
 	if err != nil {
-		return fmt.Errorf("fairlock: extend %q: %w", s.ref.name, err)
+		return fmt.Errorf("fairlock: extend %s: %w", quoteName(s.ref.name), err)
 	}
 	if n == 0 {
 		s.end(ErrLost)

@@ -75,11 +75,14 @@ func New(client redis.UniversalClient, opts ...Option) (*Locker, error) {
 			return nil, err
 		}
 	}
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	l := &Locker{
 		client:    client,
 		cfg:       cfg,
 		id:        uuid.NewString(),
-		heartbeat: min(cfg.leaseTTL, cfg.waiterTTL) / 3,
+		heartbeat: heartbeatOf(cfg.leaseTTL, cfg.waiterTTL),
 		leaseMs:   cfg.leaseTTL.Milliseconds(),
 		waiterMs:  cfg.waiterTTL.Milliseconds(),
 		locks:     map[string]*localLock{},
@@ -155,7 +158,7 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 		sent := time.Now()
 		status, value, err := l.enqueue(ctx, w, mode)
 		if err != nil {
-			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %q: %w", name, err))
+			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %s: %w", quoteName(name), err))
 		}
 		switch status {
 		case acquireGranted:
@@ -211,7 +214,7 @@ func (l *Locker) accept(ctx context.Context, w *waiter, fence int64, start time.
 		held, err := extendScript.run(ctx, l.client, w.ref, w.ref.call(w.token, l.leaseMs)).Int()
 		if err != nil {
 			l.leave(w, err)
-			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %q: %w", w.ref.name, err))
+			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %s: %w", quoteName(w.ref.name), err))
 		}
 		if held == 0 {
 			l.forget(w)
@@ -376,7 +379,7 @@ func (l *Locker) grant(ctx context.Context, ref *lockRef, token string, fence in
 	}
 	if l.cfg.replicas > 0 {
 		if err := l.awaitReplicas(ctx, s); err != nil {
-			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %q: %w", ref.name, err))
+			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %s: %w", quoteName(ref.name), err))
 		}
 	}
 	l.observe(Event{Kind: EventGranted, Name: ref.name, Token: token, Fence: fence, Wait: time.Since(start)})
@@ -428,17 +431,9 @@ func (l *Locker) Inspect(ctx context.Context, name string) (State, error) {
 	ref := l.ref(name)
 	reply, err := inspectScript.run(ctx, l.client, ref, ref.call()).Result()
 	if err != nil {
-		return State{}, fmt.Errorf("fairlock: inspect %q: %w", name, err)
+		return State{}, fmt.Errorf("fairlock: inspect %s: %w", quoteName(name), err)
 	}
-	holder, ttl, fence, waiters, err := parseInspect(reply)
-	if err != nil {
-		return State{}, err
-	}
-	st := State{Held: holder != "", Holder: holder, Fence: fence, Waiters: int(waiters)}
-	if st.Held && ttl > 0 {
-		st.TTL = time.Duration(ttl) * time.Millisecond
-	}
-	return st, nil
+	return parseState(reply)
 }
 
 // Close ends pending Acquire calls with ErrClosed (they leave their queues),

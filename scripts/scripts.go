@@ -63,4 +63,8 @@ var (
 	Extend    = load("extend.lua")
 	Heartbeat = load("heartbeat.lua")
 	Inspect   = load("inspect.lua")
+
+	// Operators' scripts: read a whole queue, end a lease.
+	Queue        = load("queue.lua")
+	ForceRelease = load("force_release.lua")
 )
