@@ -194,8 +194,8 @@ func decodeReply(b []byte, depth int) (any, []byte) {
 	}
 }
 
-// FuzzReplies: the parsers of every script reply (acquire: parsePair;
-// heartbeat: parseInts; inspect: parseInspect; grant messages: parseGrant) never panic,
+// FuzzReplies: the parsers of every script reply (heartbeat: parseInts;
+// inspect: parseInspect; grant messages: parseGrant) never panic,
 // and what they accept is exactly what was there.
 func FuzzReplies(f *testing.F) {
 	enc := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
@@ -234,12 +234,6 @@ func FuzzReplies(f *testing.F) {
 				if arr[i] != any(v) {
 					t.Fatalf("parseInts(%#v, %d)[%d] = %d", reply, n, i, v)
 				}
-			}
-		}
-		if a, b, err := parsePair(reply); err == nil {
-			arr, ok := reply.([]any)
-			if !ok || len(arr) != 2 || arr[0] != any(a) || arr[1] != any(b) {
-				t.Fatalf("parsePair(%#v) = %d %d", reply, a, b)
 			}
 		}
 		holder, ttl, fence, waiters, err := parseInspect(reply)

@@ -156,22 +156,23 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 	for {
 		w := l.newWaiter(ref)
 		sent := time.Now()
-		status, value, err := l.enqueue(ctx, w, mode)
+		reply, err := l.enqueue(ctx, w, mode)
 		if err != nil {
 			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %s: %w", quoteName(name), err))
 		}
-		switch status {
-		case acquireGranted:
+		switch {
+		case reply > 0:
 			l.forget(w)
-			return l.grant(ctx, ref, w.token, value, sent.Add(l.cfg.leaseTTL), true, start)
-		case acquireRefused:
+			return l.grant(ctx, ref, w.token, reply, sent.Add(l.cfg.leaseTTL), true, start)
+		case reply == 0:
 			l.forget(w)
 			return nil, ErrNotAcquired
 		}
 		l.queued(w, sent)
-		l.observe(Event{Kind: EventEnqueued, Name: name, Token: w.token, Position: int(value)})
+		position := int(-reply)
+		l.observe(Event{Kind: EventEnqueued, Name: name, Token: w.token, Position: position})
 		if ac.onQueued != nil {
-			ac.onQueued(int(value))
+			ac.onQueued(position)
 		}
 		select {
 		case fence := <-w.granted:
@@ -231,17 +232,14 @@ func (l *Locker) accept(ctx context.Context, w *waiter, fence int64, start time.
 // stalls, costs a third of an uncontended acquire on a two-core machine.
 // So a call already sent ends when go-redis returns (its read timeout, or
 // the context's deadline with ContextTimeoutEnabled), and then leaves.
-func (l *Locker) enqueue(ctx context.Context, w *waiter, mode any) (status, value int64, err error) {
+func (l *Locker) enqueue(ctx context.Context, w *waiter, mode any) (int64, error) {
 	args := w.ref.call(w.token, l.leaseMs, l.waiterMs, w.ref.notify[0], w.ref.notify[1], mode)
-	reply, err := acquireScript.run(ctx, l.client, w.ref, args).Result()
-	if err == nil {
-		status, value, err = parsePair(reply)
-	}
+	reply, err := acquireScript.run(ctx, l.client, w.ref, args).Int64()
 	if err != nil {
 		// The reply may be lost, not the request: remove the entry by its token.
 		l.leave(w, err)
 	}
-	return status, value, err
+	return reply, err
 }
 
 // ctxError makes err match ctx.Err() when the context ended, whatever the

@@ -45,13 +45,6 @@ func (s *luaScript) run(ctx context.Context, c interface {
 	return cmd
 }
 
-// Replies of acquire.lua.
-const (
-	acquireRefused = 0
-	acquireGranted = 1
-	acquireQueued  = 2
-)
-
 // Modes of acquire.lua, boxed once: never queue, queue, or queue and count
 // the position (a ZCOUNT, paid only when someone listens for it).
 var (
@@ -122,18 +115,6 @@ func parseInts(reply any, n int) ([]int64, error) {
 		}
 	}
 	return out, nil
-}
-
-// parsePair reads a script reply of two integers without allocating.
-func parsePair(reply any) (a, b int64, err error) {
-	if arr, ok := reply.([]any); ok && len(arr) == 2 {
-		a, aok := arr[0].(int64)
-		b, bok := arr[1].(int64)
-		if aok && bok {
-			return a, b, nil
-		}
-	}
-	return 0, 0, fmt.Errorf("fairlock: unexpected script reply %v", reply)
 }
 
 // parseInspect reads inspect.lua's reply.

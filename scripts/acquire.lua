@@ -5,23 +5,24 @@
 -- ARGV[4] notify command, ARGV[5] notify channel prefix (see lib/grant.lua),
 -- ARGV[6] "try" (never queue), "wait" (queue), or "count" (queue and count
 -- the position)
--- Reply: {1, fence} granted; {0, 0} not granted and not queued ("try");
---        {2, position} queued: position counted from 1 among live waiters
---        under "count", 0 under "wait".
+-- Reply: an integer (an array would cost Redis a deferred reply): the
+-- fence (> 0) if granted; 0 if not granted and not queued ("try"); if
+-- queued, -position under "count" (counted from 1 among live waiters),
+-- else -1.
 local token = ARGV[1]
 -- The fast path: a free lock with an empty queue is taken in three
 -- commands. A free lock with live waiters (its holder expired unreleased)
 -- goes to them first: nobody jumps the queue.
 if redis.call('SET', lockKey, token, 'NX', 'PX', ARGV[2]) then
   if redis.call('EXISTS', queueKey) == 0 or not grantNext(ARGV[4], ARGV[5]) then
-    return {1, nextFence()}
+    return nextFence()
   end
 end
-if ARGV[6] == 'try' then return {0, 0} end
+if ARGV[6] == 'try' then return 0 end
 local waiterTTL = tonumber(ARGV[3])
 redis.call('RPUSH', queueKey, token)
 redis.call('ZADD', aliveKey, nowMs() + waiterTTL, token)
 keepFor(queueKey, waiterTTL)
 keepFor(aliveKey, waiterTTL)
-if ARGV[6] ~= 'count' then return {2, 0} end
-return {2, redis.call('ZCOUNT', aliveKey, '(' .. nowMs(), '+inf')}
+if ARGV[6] ~= 'count' then return -1 end
+return -redis.call('ZCOUNT', aliveKey, '(' .. nowMs(), '+inf')
