@@ -58,8 +58,9 @@ func main() {
 		spin          = flag.Duration("spin", time.Millisecond, "retry delay of the spinning peers")
 		limitDur      = flag.Duration("limit-dur", 2*time.Second, "limit: duration of each measurement")
 		uncDur        = flag.Duration("uncontended-dur", 3*time.Second, "uncontended: duration per peer")
+		uncRounds     = flag.Int("uncontended-rounds", 6, "uncontended: turns per peer, the peers taking turns")
 		uncBg         = flag.Bool("uncontended-background", false, "uncontended: call with context.Background() instead of a context with a deadline")
-		uncBgFairlock = flag.Bool("uncontended-fairlock-background", false, "uncontended: also run fairlock with context.Background()")
+		uncBgFairlock = flag.Bool("uncontended-fairlock-background", true, "uncontended: also run fairlock with context.Background()")
 		cWorkers      = flag.Int("contended-workers", 16, "contended: workers (one client each)")
 		cHold         = flag.Duration("contended-hold", time.Millisecond, "contended: hold time")
 		cDur          = flag.Duration("contended-dur", 10*time.Second, "contended: duration per peer")
@@ -173,21 +174,20 @@ func main() {
 		clean()
 	}
 	if scen["uncontended"] {
+		var rows []uncontendedRow
 		for _, p := range peers {
-			r := runUncontended(p, e, mon, *uncDur, *uncBg)
-			res.Uncontended = append(res.Uncontended, r)
-			logf("uncontended %-9s %7.0f cycles/s p50 %6.0f µs %s", p.Name, r.CyclesPerSec, r.P50us, r.Note)
-			clean()
+			rows = append(rows, uncontendedRow{p: p, name: p.Name, background: *uncBg})
 			if p.Name == "fairlock" && !*uncBg && *uncBgFairlock {
-				// fairlock runs a call aside when its context can end; show
-				// what that costs.
-				r := runUncontended(p, e, mon, *uncDur, true)
-				r.Peer = "fairlock (Background ctx)"
-				res.Uncontended = append(res.Uncontended, r)
-				logf("uncontended %-9s %7.0f cycles/s p50 %6.0f µs %s", r.Peer, r.CyclesPerSec, r.P50us, r.Note)
-				clean()
+				// Callers pass both kinds of context; a context that can
+				// end once cost fairlock a goroutine per call.
+				rows = append(rows, uncontendedRow{p: p, name: "fairlock (Background ctx)", background: true})
 			}
 		}
+		res.Uncontended = runUncontended(rows, e, mon, *uncDur, *uncRounds)
+		for _, r := range res.Uncontended {
+			logf("uncontended %-9s %7.0f cycles/s p50 %6.0f µs %s", r.Peer, r.CyclesPerSec, r.P50us, r.Note)
+		}
+		clean()
 		flush()
 	}
 	if scen["contended"] {

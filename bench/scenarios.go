@@ -149,29 +149,102 @@ type UncontendedResult struct {
 	Note                string  `json:"note,omitempty"`
 }
 
-func runUncontended(p peer, e *env, mon *monitor, dur time.Duration, background bool) UncontendedResult {
-	r := UncontendedResult{Peer: p.Name}
-	set, err := newWorkerSet(p, e, 1)
-	if err != nil {
-		r.Note = "setup: " + err.Error()
-		return r
+// An uncontendedRow is one row of the uncontended scenario: a peer, called
+// with a context that has a deadline (as callers pass) or with
+// context.Background().
+type uncontendedRow struct {
+	p          peer
+	name       string
+	background bool
+}
+
+// uncontendedRun accumulates one row's measurement over its turns.
+type uncontendedRun struct {
+	set    *workerSet
+	lat    []int64
+	el     int64
+	cs     countSnap
+	cmds   int64
+	cpu    int64
+	pings  []float64
+	failed bool // setup or a call failed: no more turns
+	result UncontendedResult
+}
+
+// runUncontended measures every row in turns: rounds passes over all rows,
+// dur/rounds each. The load of this shared machine drifts over seconds, and
+// measuring peers one after another let that drift decide their ratio;
+// taking turns spreads it over all of them alike.
+func runUncontended(rows []uncontendedRow, e *env, mon *monitor, dur time.Duration, rounds int) []UncontendedResult {
+	runs := make([]*uncontendedRun, len(rows))
+	for i, row := range rows {
+		run := &uncontendedRun{result: UncontendedResult{Peer: row.name}}
+		if row.background {
+			run.result.Note = "context.Background()"
+		}
+		set, err := newWorkerSet(row.p, e, 1)
+		if err != nil {
+			run.result.Note, run.failed = "setup: "+err.Error(), true
+		} else {
+			run.set = set
+			defer set.close()
+		}
+		runs[i] = run
 	}
-	defer set.close()
-	w := set.ws[0]
+	turn := dur / time.Duration(max(rounds, 1))
+	for range max(rounds, 1) {
+		for i, row := range rows {
+			if !runs[i].failed {
+				uncontendedTurn(row, runs[i], mon, turn)
+			}
+		}
+	}
+	out := make([]UncontendedResult, len(rows))
+	for i, row := range rows {
+		run := runs[i]
+		r := run.result
+		n := float64(len(run.lat))
+		r.Cycles = len(run.lat)
+		if n > 0 {
+			r.CyclesPerSec = n / (float64(run.el) / 1e9)
+			r.P50us, r.P99us = us(percentile(run.lat, 50)), us(percentile(run.lat, 99))
+			r.RoundTripsPerCycle = float64(run.cs.RoundTrips) / n
+			if row.p.Redis {
+				r.ServerCmdsPerCycle = float64(run.cmds) / n
+			}
+			r.ServerCPUusPerCycle = float64(run.cpu) / n
+			r.LocalPingus = median(run.pings)
+		}
+		out[i] = r
+	}
+	return out
+}
+
+// median is the middle value of xs (0 for none).
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+// uncontendedTurn runs one turn of a row for d.
+func uncontendedTurn(row uncontendedRow, run *uncontendedRun, mon *monitor, d time.Duration) {
+	w := run.set.ws[0]
 	// A deadline, as callers give: some peers take a different path for a
 	// context that can end (redislock derives one from the TTL otherwise).
-	ctx, cancel := context.WithTimeout(context.Background(), dur+time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
 	defer cancel()
-	if background {
+	if row.background {
 		ctx = context.Background()
-		r.Note = "context.Background()"
 	}
-	r.LocalPingus = mon.localPing(ctx, 200*time.Millisecond)
+	run.pings = append(run.pings, mon.localPing(ctx, 100*time.Millisecond))
 	s0, _ := mon.snap(ctx)
-	c0 := set.c.snap()
-	lat := make([]int64, 0, 1<<15)
+	c0 := run.set.c.snap()
 	t0 := mono()
-	end := t0 + int64(dur)
+	end := t0 + int64(d)
 	for mono() < end {
 		a := mono()
 		u, err := w.Lock(ctx, "uncontended")
@@ -179,29 +252,22 @@ func runUncontended(p peer, e *env, mon *monitor, dur time.Duration, background 
 			err = u(ctx)
 		}
 		if err != nil {
-			r.Note = err.Error()
+			run.result.Note, run.failed = err.Error(), true
 			break
 		}
-		lat = append(lat, mono()-a)
+		run.lat = append(run.lat, mono()-a)
 	}
-	el := mono() - t0
-	cs := set.c.snap().sub(c0)
+	run.el += mono() - t0
+	cs := run.set.c.snap().sub(c0)
+	run.cs.RoundTrips += cs.RoundTrips
 	s1, _ := mon.snap(ctx)
 	sd := diffServer(s0, s1)
-	r.Cycles = len(lat)
-	r.CyclesPerSec = float64(len(lat)) / (float64(el) / 1e9)
-	r.P50us, r.P99us = us(percentile(lat, 50)), us(percentile(lat, 99))
-	if n := float64(len(lat)); n > 0 {
-		if p.Redis {
-			r.RoundTripsPerCycle = float64(cs.RoundTrips) / n
-			r.ServerCmdsPerCycle = float64(sd.Commands) / n
-			r.ServerCPUusPerCycle = float64(sd.CPUus) / n
-		} else {
-			r.RoundTripsPerCycle = float64(cs.RoundTrips) / n
-			r.ServerCPUusPerCycle = float64(sd.EtcdCPUus) / n
-		}
+	run.cmds += sd.Commands
+	if row.p.Redis {
+		run.cpu += sd.CPUus
+	} else {
+		run.cpu += sd.EtcdCPUus
 	}
-	return r
 }
 
 // ---------------------------------------------------------------- FIFO

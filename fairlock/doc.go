@@ -46,7 +46,10 @@
 //	})
 //
 // Acquire and Release give finer control, TryAcquire never waits, Inspect
-// shows a lock's holder and queue, and WithObserver reports every step. The
+// shows a lock's holder and queue, and WithObserver reports every step.
+// For operators, Queue lists a lock's waiters in order, Names the locks in
+// use, and ForceRelease ends a stuck holder's lease (read its warning);
+// the command cmd/fairlock does the same from a shell. The
 // package fairlocktest runs a Locker on an in-process miniredis for tests.
 // The options explain the lease TTL, the waiter TTL and the heartbeat.
 package fairlock

@@ -22,6 +22,9 @@ const (
 
 var eventNames = [...]string{"", "enqueued", "granted", "released", "lost", "renewed", "heartbeat-failed", "cancelled"}
 
+// String is the kind's name as log lines show it: "enqueued", "granted",
+// "released", "lost", "renewed", "heartbeat-failed", "cancelled", or
+// "unknown" for a value that is none of the kinds.
 func (k EventKind) String() string {
 	if k > 0 && int(k) < len(eventNames) {
 		return eventNames[k]
@@ -67,11 +70,11 @@ func (k EventKind) String() string {
 // must not block: a slow one delays grants and heartbeats, and a heartbeat
 // delayed past the TTLs loses waiters and leases.
 type Event struct {
-	Kind     EventKind
-	Name     string // lock name
-	Token    string // the waiter's or lease's token
-	Position int    // EventEnqueued: 1 is next in line
-	Fence    int64  // EventGranted, EventReleased, EventLost
+	Kind     EventKind // what happened
+	Name     string    // lock name
+	Token    string    // the waiter's or lease's token
+	Position int       // EventEnqueued: 1 is next in line
+	Fence    int64     // EventGranted, EventReleased, EventLost
 	// Wait is, for EventGranted and EventCancelled, the time from the
 	// Acquire or TryAcquire call to the grant or to giving up.
 	Wait time.Duration
@@ -100,8 +103,17 @@ func (l *Locker) observe(e Event) {
 		level = slog.LevelWarn
 	}
 	l.cfg.logger.LogAttrs(context.Background(), level, "fairlock "+e.Kind.String(),
-		slog.String("name", e.Name), slog.String("token", e.Token),
+		slog.String("name", logName(e.Name)), slog.String("token", e.Token),
 		slog.Int("position", e.Position), slog.Int64("fence", e.Fence),
 		slog.Duration("wait", e.Wait), slog.Duration("held", e.Held),
 		slog.Bool("queued", e.Queued), slog.Any("err", e.Err))
+}
+
+// logName is a lock name as log lines show it: as it is if short, else
+// quoted, cut, and with its length (see quoteName).
+func logName(name string) string {
+	if len(name) <= quotedNameLen {
+		return name
+	}
+	return quoteName(name)
 }

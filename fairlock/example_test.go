@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/fairlock/fairlock/fairlock"
@@ -99,4 +100,55 @@ func ExampleLocker_Inspect() {
 	fmt.Println(st.Held, st.Holder == lease.Token(), st.Waiters)
 	lease.Release(ctx)
 	// Output: true true 0
+}
+
+func ExampleLocker_Queue() {
+	client, stop := exampleRedis()
+	defer stop()
+	locker, _ := fairlock.New(client)
+	defer locker.Close()
+
+	ctx := context.Background()
+	lease, _ := locker.Acquire(ctx, "nightly-report")
+	queued, granted := make(chan int), make(chan *fairlock.Lease)
+	go func() {
+		next, _ := locker.Acquire(ctx, "nightly-report", fairlock.OnQueued(func(pos int) { queued <- pos }))
+		granted <- next
+	}()
+	<-queued
+	q, err := locker.Queue(ctx, "nightly-report")
+	fmt.Println("held by the lease:", q.Holder == lease.Token(), err)
+	for _, w := range q.Queue {
+		fmt.Println("waiter at position", w.Position, "alive:", w.Deadline > 0)
+	}
+	lease.Release(ctx)
+	next := <-granted
+	fmt.Println("granted to the waiter:", next.Token() == q.Queue[0].Token)
+	next.Release(ctx)
+	// Output:
+	// held by the lease: true <nil>
+	// waiter at position 1 alive: true
+	// granted to the waiter: true
+}
+
+func ExampleLocker_ForceRelease() {
+	client, stop := exampleRedis()
+	defer stop()
+	// Short TTLs, so that the stuck holder hears of it within 100 ms.
+	locker, _ := fairlock.New(client, fairlock.WithLeaseTTL(300*time.Millisecond), fairlock.WithWaiterTTL(300*time.Millisecond))
+	defer locker.Close()
+
+	ctx := context.Background()
+	stuck, _ := locker.Acquire(ctx, "nightly-report")
+	// An operator ends exactly the lease they looked at; nobody waits, so
+	// the lock is free afterwards.
+	res, err := locker.ForceRelease(ctx, "nightly-report", stuck.Token())
+	fmt.Println(res.Ended == stuck.Token(), res.Holder == "", err)
+	// The holder learns at its next heartbeat. Until then it believes it
+	// holds the lock: only storage that checks fences is safe from it.
+	<-stuck.Done()
+	fmt.Println(stuck.Err())
+	// Output:
+	// true true <nil>
+	// fairlock: lease lost
 }

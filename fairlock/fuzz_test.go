@@ -24,32 +24,7 @@ import (
 var nameSeeds = []string{
 	"a", "orders", "{", "}", "{}", "}{", "%", "%7B", "%25", "%7D", "{a}", "a:b", "a b", "\x00", "\xff\xfe",
 	"%%7B", "{%}", "x}:lock", ":{", "name with spaces", "日本語", strings.Repeat("z", 300),
-}
-
-// unescapeName inverts nameEscaper.
-func unescapeName(s string) (string, bool) {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] != '%' {
-			b.WriteByte(s[i])
-			continue
-		}
-		if i+2 >= len(s) {
-			return "", false
-		}
-		switch s[i+1 : i+3] {
-		case "25":
-			b.WriteByte('%')
-		case "7B":
-			b.WriteByte('{')
-		case "7D":
-			b.WriteByte('}')
-		default:
-			return "", false
-		}
-		i += 2
-	}
-	return b.String(), true
+	strings.Repeat("{", MaxNameLen), strings.Repeat("y", MaxNameLen+1),
 }
 
 // hashTag is what Redis Cluster hashes: the text between the first '{' and
@@ -93,12 +68,16 @@ func checkKeys(t *testing.T, prefix, name string) []string {
 		if k != want {
 			t.Fatalf("key %d of (%q, %q) = %q, want %q", i, prefix, name, k, want)
 		}
+		if back, ok := nameFromKey(prefix, suffixes[i], k); !ok || back != name {
+			t.Fatalf("nameFromKey(%q, %q, %q) = %q, %v; want %q", prefix, suffixes[i], k, back, ok, name)
+		}
 	}
 	return keys
 }
 
 // FuzzLockKeys: every name maps to four keys in one hash slot, the mapping
-// reads back, and two different (prefix, name) pairs never share a key.
+// reads back (nameFromKey, as the operator's list uses it), and two
+// different (prefix, name) pairs never share a key.
 func FuzzLockKeys(f *testing.F) {
 	for _, n := range nameSeeds {
 		f.Add("fairlock", n, "fairlock", n+"x")
@@ -126,11 +105,14 @@ func FuzzLockKeys(f *testing.F) {
 	})
 }
 
-// FuzzOptions: New never panics, accepts exactly the valid options, and a
-// valid Locker has a positive heartbeat no longer than a third of either TTL.
+// FuzzOptions: New never panics, accepts exactly the valid options (a
+// heartbeat of at least MinHeartbeat, a prefix without braces), and a valid
+// Locker has a heartbeat no longer than a third of either TTL.
 func FuzzOptions(f *testing.F) {
 	f.Add(int64(time.Second), int64(time.Second), "fairlock", true)
 	f.Add(int64(time.Millisecond), int64(time.Millisecond), "", false)
+	f.Add(int64(3*MinHeartbeat), int64(3*MinHeartbeat), "", false)
+	f.Add(int64(3*MinHeartbeat-1), int64(time.Hour), "", false)
 	f.Add(int64(time.Millisecond-1), int64(time.Second), "p", true)
 	f.Add(int64(0), int64(-1), "p", true)
 	f.Add(int64(math.MaxInt64), int64(math.MaxInt64), "p{", true)
@@ -141,7 +123,7 @@ func FuzzOptions(f *testing.F) {
 	f.Fuzz(func(t *testing.T, lease, waiter int64, prefix string, renew bool) {
 		l, err := New(client, WithLeaseTTL(time.Duration(lease)), WithWaiterTTL(time.Duration(waiter)),
 			WithKeyPrefix(prefix), WithAutoRenew(renew))
-		valid := lease >= int64(time.Millisecond) && waiter >= int64(time.Millisecond) && !strings.ContainsAny(prefix, "{}")
+		valid := min(lease, waiter) >= int64(3*MinHeartbeat) && !strings.ContainsAny(prefix, "{}")
 		if err != nil {
 			if valid {
 				t.Fatalf("valid options refused: lease %v waiter %v prefix %q: %v", time.Duration(lease), time.Duration(waiter), prefix, err)
@@ -212,8 +194,8 @@ func decodeReply(b []byte, depth int) (any, []byte) {
 	}
 }
 
-// FuzzReplies: the parsers of every script reply (acquire and heartbeat:
-// parseInts; inspect: parseInspect; grant messages: parseGrant) never panic,
+// FuzzReplies: the parsers of every script reply (heartbeat: parseInts;
+// inspect: parseInspect; grant messages: parseGrant) never panic,
 // and what they accept is exactly what was there.
 func FuzzReplies(f *testing.F) {
 	enc := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
@@ -231,6 +213,10 @@ func FuzzReplies(f *testing.F) {
 	f.Add(enc(arr(4), str(""), i64(-2), i64(0), i64(0)), " 5")
 	f.Add(enc(arr(3), i64(1), i64(-1), i64(0)), "tok -7")
 	f.Add(enc(arr(4), i64(1), i64(2), i64(3), i64(4)), "tok 9223372036854775808")
+	f.Add(enc(arr(5), str("locker:1"), i64(345), i64(1795989491926942), i64(2), arr(4), str("w:1"), i64(500), str("w:2"), i64(20)), "q 1")
+	f.Add(enc(arr(5), str(""), i64(-2), i64(0), i64(0), arr(1), str("w:1")), "q 2")
+	f.Add(enc(arr(3), str("old:1"), str("new:1"), i64(1795989491926943)), "f 1")
+	f.Add(enc(arr(3), str("old:1"), str(""), i64(0)), "f 2")
 	f.Add([]byte{4}, "tok  12")
 	f.Add([]byte{}, "")
 	f.Fuzz(func(t *testing.T, data []byte, payload string) {
@@ -255,6 +241,23 @@ func FuzzReplies(f *testing.F) {
 			arr, ok := reply.([]any)
 			if !ok || len(arr) != 4 || arr[0] != any(holder) || arr[1] != any(ttl) || arr[2] != any(fence) || arr[3] != any(waiters) {
 				t.Fatalf("parseInspect(%#v) = %q %d %d %d", reply, holder, ttl, fence, waiters)
+			}
+		}
+		if q, err := parseQueue(reply); err == nil {
+			listed := reply.([]any)[4].([]any)
+			if len(q.Queue) != len(listed)/2 {
+				t.Fatalf("parseQueue(%#v) listed %d waiters", reply, len(q.Queue))
+			}
+			for i, w := range q.Queue {
+				if w.Position != i+1 || listed[2*i] != any(w.Token) {
+					t.Fatalf("parseQueue(%#v): waiter %d is %+v", reply, i, w)
+				}
+			}
+		}
+		if r, err := parseForceRelease(reply); err == nil {
+			arr := reply.([]any)
+			if arr[0] != any(r.Ended) || arr[1] != any(r.Holder) || arr[2] != any(r.Fence) {
+				t.Fatalf("parseForceRelease(%#v) = %+v", reply, r)
 			}
 		}
 		token, fence, ok := parseGrant(payload)
@@ -303,9 +306,9 @@ func FuzzNamesOnRedis(f *testing.F) {
 	f.Fuzz(func(t *testing.T, name, other string) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if name == "" {
+		if name == "" || len(name) > MaxNameLen {
 			if _, err := l.TryAcquire(ctx, name); !errors.Is(err, ErrInvalid) {
-				t.Fatalf("empty name: %v, want ErrInvalid", err)
+				t.Fatalf("name of %d bytes: %v, want ErrInvalid", len(name), err)
 			}
 			return
 		}
@@ -328,7 +331,7 @@ func FuzzNamesOnRedis(f *testing.F) {
 				t.Fatalf("keys of %q in different slots: %q", name, keys)
 			}
 		}
-		if other != "" && other != name {
+		if other != "" && other != name && len(other) <= MaxNameLen {
 			ost, err := l.Inspect(ctx, other)
 			if err != nil || ost.Held {
 				t.Fatalf("holding %q makes %q look held: %+v %v", name, other, ost, err)

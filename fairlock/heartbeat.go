@@ -53,7 +53,7 @@ func (l *Locker) beat() {
 				continue
 			}
 		}
-		l.observe(Event{Kind: EventHeartbeatFailed, Name: c.name, Err: cerr})
+		l.observe(Event{Kind: EventHeartbeatFailed, Name: c.ref.name, Err: cerr})
 		l.evictUnconfirmed(c.tokens)
 	}
 }
@@ -69,15 +69,15 @@ func (l *Locker) heartbeatCalls() []*heartbeatCall {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var calls []*heartbeatCall
-	for name, ll := range l.locks {
-		c := &heartbeatCall{name: name, keys: ll.keys}
+	for _, ll := range l.locks {
+		c := &heartbeatCall{ref: ll.ref}
 		if ll.lease != nil && ll.lease.needsHeartbeat() {
 			c.holder = ll.lease
 		}
 		for w := range ll.waiters {
 			if len(c.tokens) == heartbeatCallSize {
 				calls = append(calls, c)
-				c = &heartbeatCall{name: name, keys: ll.keys}
+				c = &heartbeatCall{ref: ll.ref}
 			}
 			c.tokens = append(c.tokens, w.token)
 		}

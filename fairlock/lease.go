@@ -13,8 +13,7 @@ import (
 // it guards.
 type Lease struct {
 	locker *Locker
-	name   string
-	keys   []string
+	ref    *lockRef
 	token  string
 	fence  int64
 	done   chan struct{}
@@ -29,7 +28,7 @@ type Lease struct {
 }
 
 // Name is the lock's name.
-func (s *Lease) Name() string { return s.name }
+func (s *Lease) Name() string { return s.ref.name }
 
 // Token identifies this grant; it is the value of the lock key in Redis.
 func (s *Lease) Token() string { return s.token }
@@ -69,12 +68,11 @@ func (s *Lease) release(ctx context.Context) error {
 	if ended {
 		return ErrNotHeld
 	}
-	notifyCmd, notifyPrefix := s.locker.notifyArgs(s.keys)
-	n, err := releaseScript.Run(ctx, s.locker.client, s.keys, s.token, notifyCmd, notifyPrefix).Int()
+	n, err := releaseScript.run(ctx, s.locker.client, s.ref, s.ref.call(s.token, s.ref.notify[0], s.ref.notify[1])).Int()
 	switch {
 	case err != nil:
 		s.end(ErrReleased)
-		return fmt.Errorf("fairlock: release %q: %w", s.name, err)
+		return fmt.Errorf("fairlock: release %s: %w", quoteName(s.ref.name), err)
 	case n == 0:
 		s.end(ErrLost)
 		return ErrNotHeld
@@ -94,9 +92,9 @@ func (s *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		return ErrNotHeld
 	}
 	sent := time.Now()
-	n, err := extendScript.Run(ctx, s.locker.client, s.keys, s.token, ttl.Milliseconds()).Int()
+	n, err := extendScript.run(ctx, s.locker.client, s.ref, s.ref.call(s.token, ttl.Milliseconds())).Int()
 	if err != nil {
-		return fmt.Errorf("fairlock: extend %q: %w", s.name, err)
+		return fmt.Errorf("fairlock: extend %s: %w", quoteName(s.ref.name), err)
 	}
 	if n == 0 {
 		s.end(ErrLost)
@@ -117,7 +115,7 @@ func (s *Lease) renewed(sent time.Time) {
 	}
 	s.claimed = true
 	s.mu.Unlock()
-	s.locker.observe(Event{Kind: EventRenewed, Name: s.name, Token: s.token})
+	s.locker.observe(Event{Kind: EventRenewed, Name: s.ref.name, Token: s.token})
 }
 
 // needsHeartbeat tells whether the next heartbeat should extend the lease:
@@ -167,9 +165,9 @@ func (s *Lease) end(err error) {
 
 	l := s.locker
 	l.mu.Lock()
-	if ll := l.locks[s.name]; ll != nil && ll.lease == s {
+	if ll := l.locks[s.ref.name]; ll != nil && ll.lease == s {
 		ll.lease = nil
-		l.dropIfIdle(s.name, ll)
+		l.dropIfIdle(ll)
 	}
 	l.mu.Unlock()
 	if granted.IsZero() {
@@ -179,5 +177,5 @@ func (s *Lease) end(err error) {
 	if err == ErrLost {
 		kind = EventLost
 	}
-	l.observe(Event{Kind: kind, Name: s.name, Token: s.token, Fence: s.fence, Held: time.Since(granted), Err: err})
+	l.observe(Event{Kind: kind, Name: s.ref.name, Token: s.token, Fence: s.fence, Held: time.Since(granted), Err: err})
 }

@@ -23,11 +23,14 @@ type Locker struct {
 	sharded      bool          // on Redis Cluster: notify with SPUBLISH, see notify.go
 	notifyPrefix string        // off Cluster: + a Locker id, that Locker's channel
 	heartbeat    time.Duration // period of the heartbeat timer
+	leaseMs      any           // the TTLs as script arguments, boxed once
+	waiterMs     any
 
 	mu      sync.Mutex
 	seq     uint64
 	locks   map[string]*localLock // by lock name: what the heartbeat covers
 	waiters map[string]*waiter    // by token: where grant messages go
+	refs    map[string]*lockRef   // by lock name, at most refCacheSize
 	closed  bool
 	calls   sync.WaitGroup // Acquire and TryAcquire calls under way
 
@@ -43,14 +46,13 @@ type Locker struct {
 
 // localLock is what this Locker has on one lock name.
 type localLock struct {
-	keys    []string
-	waiters map[*waiter]struct{} // queued in Redis, to keep alive
+	ref     *lockRef
+	waiters map[*waiter]struct{} // queued in Redis, to keep alive; nil until one is
 	lease   *Lease               // held by this Locker, to renew
 }
 
 type waiter struct {
-	name  string
-	keys  []string
+	ref   *lockRef
 	token string    // guarded by Locker.mu: a waiter that lost its place queues anew with a new token
 	since time.Time // guarded by Locker.mu: when the request that set its Redis deadline was sent
 	start time.Time // when its Acquire call began, for Event.Wait
@@ -77,13 +79,19 @@ func New(client redis.UniversalClient, opts ...Option) (*Locker, error) {
 			return nil, err
 		}
 	}
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
 	l := &Locker{
 		client:    client,
 		cfg:       cfg,
 		id:        uuid.NewString(),
-		heartbeat: min(cfg.leaseTTL, cfg.waiterTTL) / 3,
+		heartbeat: heartbeatOf(cfg.leaseTTL, cfg.waiterTTL),
+		leaseMs:   cfg.leaseTTL.Milliseconds(),
+		waiterMs:  cfg.waiterTTL.Milliseconds(),
 		locks:     map[string]*localLock{},
 		waiters:   map[string]*waiter{},
+		refs:      map[string]*lockRef{},
 		closing:   make(chan struct{}),
 		stopped:   make(chan struct{}),
 		kick:      make(chan struct{}, 1),
@@ -138,36 +146,38 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 	}
 	defer l.calls.Done()
 	start := time.Now()
-	keys := lockKeys(l.cfg.prefix, name)
+	ref := l.ref(name)
+	mode := modeTry
 	if wait {
-		if err := l.subscribe(ctx, name, keys); err != nil {
+		if err := l.subscribe(ctx, ref); err != nil {
 			return nil, ctxError(ctx, fmt.Errorf("fairlock: subscribe: %w", err))
 		}
-	}
-	mode := "try"
-	if wait {
-		mode = "wait"
+		mode = modeWait
+		if ac.onQueued != nil || l.cfg.observer != nil || l.cfg.logger != nil {
+			mode = modeCount
+		}
 	}
 	for {
-		w := l.newWaiter(name, keys, start)
+		w := l.newWaiter(ref, start)
 		sent := time.Now()
-		res, err := l.enqueue(ctx, w, mode)
+		reply, err := l.enqueue(ctx, w, mode)
 		if err != nil {
-			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %q: %w", name, err))
+			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %s: %w", quoteName(name), err))
 		}
-		switch res[0] {
-		case acquireGranted:
+		switch {
+		case reply > 0:
 			l.forget(w)
-			return l.grant(ctx, name, keys, w.token, res[1], sent.Add(l.cfg.leaseTTL), true, start, false)
-		case acquireRefused:
+			return l.grant(ctx, ref, w.token, reply, sent.Add(l.cfg.leaseTTL), true, start, false)
+		case reply == 0:
 			l.forget(w)
 			return nil, ErrNotAcquired
 		}
 		l.queued(w, sent)
 		w.queued = true
-		l.observe(Event{Kind: EventEnqueued, Name: name, Token: w.token, Position: int(res[1])})
+		position := int(-reply)
+		l.observe(Event{Kind: EventEnqueued, Name: name, Token: w.token, Position: position})
 		if ac.onQueued != nil {
-			ac.onQueued(int(res[1]))
+			ac.onQueued(position)
 		}
 		select {
 		case fence := <-w.granted:
@@ -204,21 +214,21 @@ func (l *Locker) accept(ctx context.Context, w *waiter, fence int64, start time.
 	claimed := false
 	if time.Until(deadline) < l.heartbeat {
 		sent := time.Now()
-		held, err := extendScript.Run(ctx, l.client, w.keys, w.token, l.cfg.leaseTTL.Milliseconds()).Int()
+		held, err := extendScript.run(ctx, l.client, w.ref, w.ref.call(w.token, l.leaseMs)).Int()
 		if err != nil {
 			l.leave(w, ctxError(ctx, err))
-			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %q: %w", w.name, err))
+			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %s: %w", quoteName(w.ref.name), err))
 		}
 		if held == 0 {
 			l.forget(w)
-			l.observe(Event{Kind: EventCancelled, Name: w.name, Token: w.token, Wait: time.Since(w.start), Queued: true,
+			l.observe(Event{Kind: EventCancelled, Name: w.ref.name, Token: w.token, Wait: time.Since(w.start), Queued: true,
 				Err: fmt.Errorf("%w: %w", ErrPlaceLost, errGrantExpired)})
 			return nil, errGrantExpired
 		}
 		deadline, claimed = sent.Add(l.cfg.leaseTTL), true
 	}
 	l.forget(w)
-	return l.grant(ctx, w.name, w.keys, w.token, fence, deadline, claimed, start, true)
+	return l.grant(ctx, w.ref, w.token, fence, deadline, claimed, start, true)
 }
 
 // enqueue runs acquire.lua for w. It runs on the caller's goroutine: a
@@ -226,19 +236,14 @@ func (l *Locker) accept(ctx context.Context, w *waiter, fence int64, start time.
 // stalls, costs a third of an uncontended acquire on a two-core machine.
 // So a call already sent ends when go-redis returns (its read timeout, or
 // the context's deadline with ContextTimeoutEnabled), and then leaves.
-func (l *Locker) enqueue(ctx context.Context, w *waiter, mode string) ([]int64, error) {
-	notifyCmd, notifyPrefix := l.notifyArgs(w.keys)
-	reply, err := acquireScript.Run(ctx, l.client, w.keys, w.token,
-		l.cfg.leaseTTL.Milliseconds(), l.cfg.waiterTTL.Milliseconds(), notifyCmd, notifyPrefix, mode).Result()
-	var res []int64
-	if err == nil {
-		res, err = parseInts(reply, 2)
-	}
+func (l *Locker) enqueue(ctx context.Context, w *waiter, mode any) (int64, error) {
+	args := w.ref.call(w.token, l.leaseMs, l.waiterMs, w.ref.notify[0], w.ref.notify[1], mode)
+	reply, err := acquireScript.run(ctx, l.client, w.ref, args).Int64()
 	if err != nil {
 		// The reply may be lost, not the request: remove the entry by its token.
 		l.leave(w, ctxError(ctx, err))
 	}
-	return res, err
+	return reply, err
 }
 
 // ctxError makes err match ctx.Err() when the context ended, whatever the
@@ -263,13 +268,12 @@ func (l *Locker) enter() bool {
 
 // newWaiter registers a waiter under a fresh token before the request that
 // queues it is sent, so that a grant message arriving right after finds it.
-func (l *Locker) newWaiter(name string, keys []string, start time.Time) *waiter {
+func (l *Locker) newWaiter(ref *lockRef, start time.Time) *waiter {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seq++
 	w := &waiter{
-		name:    name,
-		keys:    keys,
+		ref:     ref,
 		token:   l.id + ":" + strconv.FormatUint(l.seq, 36),
 		start:   start,
 		granted: make(chan int64, 1),
@@ -284,7 +288,11 @@ func (l *Locker) queued(w *waiter, sent time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w.since = sent
-	l.local(w.name, w.keys).waiters[w] = struct{}{}
+	ll := l.local(w.ref)
+	if ll.waiters == nil {
+		ll.waiters = map[*waiter]struct{}{}
+	}
+	ll.waiters[w] = struct{}{}
 }
 
 // forget removes a waiter from this Locker's books.
@@ -292,9 +300,9 @@ func (l *Locker) forget(w *waiter) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.waiters, w.token)
-	if ll := l.locks[w.name]; ll != nil {
+	if ll := l.locks[w.ref.name]; ll != nil {
 		delete(ll.waiters, w)
-		l.dropIfIdle(w.name, ll)
+		l.dropIfIdle(ll)
 	}
 }
 
@@ -303,7 +311,7 @@ func (l *Locker) forget(w *waiter) {
 // itself after the waiter TTL.
 func (l *Locker) leave(w *waiter, why error) {
 	l.forget(w)
-	left := Event{Kind: EventCancelled, Name: w.name, Token: w.token, Wait: time.Since(w.start), Queued: w.queued}
+	left := Event{Kind: EventCancelled, Name: w.ref.name, Token: w.token, Wait: time.Since(w.start), Queued: w.queued}
 	finished := make(chan struct{})
 	l.bg.Add(1)
 	go func() {
@@ -324,8 +332,7 @@ func (l *Locker) leave(w *waiter, why error) {
 func (l *Locker) withdraw(w *waiter, why error, left Event) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.waiterTTL)
 	defer cancel()
-	notifyCmd, notifyPrefix := l.notifyArgs(w.keys)
-	err := cancelScript.Run(ctx, l.client, w.keys, w.token, notifyCmd, notifyPrefix).Err()
+	err := cancelScript.run(ctx, l.client, w.ref, w.ref.call(w.token, w.ref.notify[0], w.ref.notify[1])).Err()
 	if err != nil {
 		why = errors.Join(why, fmt.Errorf("fairlock: leaving the queue: %w", err))
 	}
@@ -334,19 +341,19 @@ func (l *Locker) withdraw(w *waiter, why error, left Event) {
 }
 
 // local returns this Locker's record of a lock, creating it. l.mu is held.
-func (l *Locker) local(name string, keys []string) *localLock {
-	ll := l.locks[name]
+func (l *Locker) local(ref *lockRef) *localLock {
+	ll := l.locks[ref.name]
 	if ll == nil {
-		ll = &localLock{keys: keys, waiters: map[*waiter]struct{}{}}
-		l.locks[name] = ll
+		ll = &localLock{ref: ref}
+		l.locks[ref.name] = ll
 	}
 	return ll
 }
 
 // dropIfIdle forgets a lock with no waiter and no lease here. l.mu is held.
-func (l *Locker) dropIfIdle(name string, ll *localLock) {
+func (l *Locker) dropIfIdle(ll *localLock) {
 	if ll != nil && ll.lease == nil && len(ll.waiters) == 0 {
-		delete(l.locks, name)
+		delete(l.locks, ll.ref.name)
 	}
 }
 
@@ -354,11 +361,10 @@ func (l *Locker) dropIfIdle(name string, ll *localLock) {
 // heartbeat's care. If the Locker was closed meanwhile, the lock is released
 // at once rather than left to a holder nobody will return it to. queued says
 // whether the token had been reported by EventEnqueued.
-func (l *Locker) grant(ctx context.Context, name string, keys []string, token string, fence int64, deadline time.Time, claimed bool, start time.Time, queued bool) (*Lease, error) {
+func (l *Locker) grant(ctx context.Context, ref *lockRef, token string, fence int64, deadline time.Time, claimed bool, start time.Time, queued bool) (*Lease, error) {
 	s := &Lease{
 		locker:  l,
-		name:    name,
-		keys:    keys,
+		ref:     ref,
 		token:   token,
 		fence:   fence,
 		done:    make(chan struct{}),
@@ -370,20 +376,20 @@ func (l *Locker) grant(ctx context.Context, name string, keys []string, token st
 	l.mu.Lock()
 	closed := l.closed
 	if !closed {
-		l.local(name, keys).lease = s
+		l.local(ref).lease = s
 	}
 	l.mu.Unlock()
 	// A grant given up here ends as EventCancelled; the lease, never handed
 	// out, reports no end of its own (see Lease.end).
 	if closed {
 		s.release(context.Background()) //nolint:errcheck // best effort; the lease expires anyway
-		l.observe(Event{Kind: EventCancelled, Name: name, Token: token, Wait: time.Since(start), Queued: queued, Err: ErrClosed})
+		l.observe(Event{Kind: EventCancelled, Name: ref.name, Token: token, Wait: time.Since(start), Queued: queued, Err: ErrClosed})
 		return nil, ErrClosed
 	}
 	if l.cfg.replicas > 0 {
 		if err := l.awaitReplicas(ctx, s); err != nil {
-			err = ctxError(ctx, fmt.Errorf("fairlock: acquire %q: %w", name, err))
-			l.observe(Event{Kind: EventCancelled, Name: name, Token: token, Wait: time.Since(start), Queued: queued, Err: err})
+			err = ctxError(ctx, fmt.Errorf("fairlock: acquire %s: %w", quoteName(ref.name), err))
+			l.observe(Event{Kind: EventCancelled, Name: ref.name, Token: token, Wait: time.Since(start), Queued: queued, Err: err})
 			return nil, err
 		}
 	}
@@ -391,11 +397,11 @@ func (l *Locker) grant(ctx context.Context, name string, keys []string, token st
 	s.granted = time.Now()
 	lost := s.err != nil
 	s.mu.Unlock()
-	l.observe(Event{Kind: EventGranted, Name: name, Token: token, Fence: fence, Wait: time.Since(start), Queued: queued})
+	l.observe(Event{Kind: EventGranted, Name: ref.name, Token: token, Fence: fence, Wait: time.Since(start), Queued: queued})
 	if lost {
 		// Its expiry timer ended it before it was handed out, and Lease.end
 		// did not report that: report it now, so every grant has an end.
-		l.observe(Event{Kind: EventLost, Name: name, Token: token, Fence: fence, Err: ErrLost})
+		l.observe(Event{Kind: EventLost, Name: ref.name, Token: token, Fence: fence, Err: ErrLost})
 	}
 	return s, nil
 }
@@ -442,19 +448,12 @@ func (l *Locker) Inspect(ctx context.Context, name string) (State, error) {
 	if err := checkName(name); err != nil {
 		return State{}, err
 	}
-	reply, err := inspectScript.Run(ctx, l.client, lockKeys(l.cfg.prefix, name)).Result()
+	ref := l.ref(name)
+	reply, err := inspectScript.run(ctx, l.client, ref, ref.call()).Result()
 	if err != nil {
-		return State{}, fmt.Errorf("fairlock: inspect %q: %w", name, err)
+		return State{}, fmt.Errorf("fairlock: inspect %s: %w", quoteName(name), err)
 	}
-	holder, ttl, fence, waiters, err := parseInspect(reply)
-	if err != nil {
-		return State{}, err
-	}
-	st := State{Held: holder != "", Holder: holder, Fence: fence, Waiters: int(waiters)}
-	if st.Held && ttl > 0 {
-		st.TTL = time.Duration(ttl) * time.Millisecond
-	}
-	return st, nil
+	return parseState(reply)
 }
 
 // Close ends pending Acquire calls with ErrClosed (they leave their queues),

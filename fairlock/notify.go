@@ -34,22 +34,19 @@ func (l *Locker) notifyArgs(keys []string) (cmd, prefix string) {
 	return "PUBLISH", l.notifyPrefix
 }
 
-// subscribe makes sure this Locker listens on the channel of the lock with
-// these keys, before a waiter queues on it, so that no grant message can
-// come before the listener. A confirmation slower than a heartbeat is not
-// waited for: the heartbeat finds grants whose message was missed.
-func (l *Locker) subscribe(ctx context.Context, name string, keys []string) error {
-	_, prefix := l.notifyArgs(keys)
-	channel := prefix + l.id
-	node := ""
+// subscribe makes sure this Locker listens on the channel of the lock,
+// before a waiter queues on it, so that no grant message can come before
+// the listener. A confirmation slower than a heartbeat is not waited for:
+// the heartbeat finds grants whose message was missed.
+func (l *Locker) subscribe(ctx context.Context, ref *lockRef) error {
+	channel := ref.channel
+	node, name := "", ""
 	if cc, ok := l.client.(*redis.ClusterClient); ok {
-		primary, err := cc.MasterForKey(ctx, keys[0])
+		primary, err := cc.MasterForKey(ctx, ref.keys[0])
 		if err != nil {
 			return err
 		}
-		node = primary.Options().Addr
-	} else {
-		name = ""
+		node, name = primary.Options().Addr, ref.name
 	}
 	l.subMu.Lock()
 	sub := l.subs[channel]

@@ -16,6 +16,15 @@ const (
 	DefaultWaiterTTL = 3 * time.Second
 	// DefaultKeyPrefix starts every key and channel name.
 	DefaultKeyPrefix = "fairlock"
+	// MinHeartbeat is the shortest heartbeat New accepts: the lease and
+	// waiter TTLs must both be at least 3 × MinHeartbeat (75 ms). Each
+	// heartbeat is one script call per lock and Locker, about 50 µs of
+	// Redis CPU; at 25 ms that is 0.2% of a Redis core per lock and
+	// Locker, so a few hundred processes waiting on one lock stay under
+	// half a core. Shorter periods add Redis load faster than they cut
+	// recovery time, and come close to one round trip on a loaded machine,
+	// where waiters would lose their places to scheduling delays.
+	MinHeartbeat = 25 * time.Millisecond
 )
 
 type config struct {
@@ -78,7 +87,7 @@ func WithAutoRenew(on bool) Option {
 func WithKeyPrefix(p string) Option {
 	return func(c *config) error {
 		if strings.ContainsAny(p, "{}") {
-			return fmt.Errorf("%w: key prefix %q must not contain '{' or '}'", ErrInvalid, p)
+			return fmt.Errorf("%w: key prefix %s must not contain '{' or '}'", ErrInvalid, quoteName(p))
 		}
 		c.prefix = p
 		return nil
@@ -110,6 +119,20 @@ func WithLogger(l *slog.Logger) Option {
 		c.logger = l
 		return nil
 	}
+}
+
+// check validates the options together, once all are applied.
+func (c *config) check() error {
+	if hb := heartbeatOf(c.leaseTTL, c.waiterTTL); hb < MinHeartbeat {
+		return fmt.Errorf("%w: lease TTL %v and waiter TTL %v give a heartbeat of %v, below the floor MinHeartbeat (%v): both TTLs must be at least %v",
+			ErrInvalid, c.leaseTTL, c.waiterTTL, hb, MinHeartbeat, 3*MinHeartbeat)
+	}
+	return nil
+}
+
+// heartbeatOf is the heartbeat period of a Locker with these TTLs.
+func heartbeatOf(leaseTTL, waiterTTL time.Duration) time.Duration {
+	return min(leaseTTL, waiterTTL) / 3
 }
 
 func checkTTL(what string, d time.Duration) error {

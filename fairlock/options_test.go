@@ -1,8 +1,14 @@
 package fairlock_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -92,4 +98,134 @@ func TestKeyPrefixNamespacesLocks(t *testing.T) {
 	}
 	sa.Release(ctx)
 	sb.Release(ctx)
+}
+
+func TestTTLsBelowTheHeartbeatFloor(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // New never contacts Redis
+	defer c.Close()
+	floor := 3 * fairlock.MinHeartbeat
+	for name, opts := range map[string][]fairlock.Option{
+		"1ms waiter":       {fairlock.WithWaiterTTL(time.Millisecond)},
+		"1ms lease":        {fairlock.WithLeaseTTL(time.Millisecond)},
+		"just under lease": {fairlock.WithLeaseTTL(floor - time.Millisecond), fairlock.WithWaiterTTL(time.Hour)},
+		// Checked after all options: a later option does not hide an earlier one.
+		"waiter then lease": {fairlock.WithWaiterTTL(10 * time.Millisecond), fairlock.WithLeaseTTL(time.Hour)},
+	} {
+		_, err := fairlock.New(c, opts...)
+		if !errors.Is(err, fairlock.ErrInvalid) || !strings.Contains(err.Error(), "MinHeartbeat (25ms)") {
+			t.Errorf("%s: %v, want ErrInvalid naming the floor", name, err)
+		}
+	}
+	l, err := fairlock.New(c, fairlock.WithLeaseTTL(floor), fairlock.WithWaiterTTL(floor))
+	if err != nil {
+		t.Fatalf("TTLs at the floor: %v", err)
+	}
+	defer l.Close()
+	if l.Heartbeat() != fairlock.MinHeartbeat {
+		t.Errorf("heartbeat %v at the floor, want %v", l.Heartbeat(), fairlock.MinHeartbeat)
+	}
+}
+
+// Names over MaxNameLen are refused before any Redis call, by every entry
+// point, and the error quotes only a short prefix of the name.
+func TestLongNames(t *testing.T) {
+	var calls atomic.Int64
+	c := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
+	defer c.Close()
+	c.AddHook(countHook{&calls})
+	l, err := fairlock.New(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	huge := "account:42:" + strings.Repeat("x", 8<<20)
+	do := func(context.Context) error { return nil }
+	for what, call := range map[string]func(name string) error{
+		"Acquire":      func(n string) error { _, err := l.Acquire(ctx, n); return err },
+		"TryAcquire":   func(n string) error { _, err := l.TryAcquire(ctx, n); return err },
+		"Do":           func(n string) error { return l.Do(ctx, n, do) },
+		"Inspect":      func(n string) error { _, err := l.Inspect(ctx, n); return err },
+		"Queue":        func(n string) error { _, err := l.Queue(ctx, n); return err },
+		"ForceRelease": func(n string) error { _, err := l.ForceRelease(ctx, n, ""); return err },
+	} {
+		for _, name := range []string{huge, strings.Repeat("y", fairlock.MaxNameLen+1), ""} {
+			err := call(name)
+			if !errors.Is(err, fairlock.ErrInvalid) {
+				t.Errorf("%s(%d bytes): %v, want ErrInvalid", what, len(name), err)
+				continue
+			}
+			if msg := err.Error(); len(msg) > 200 || (name == huge && !strings.Contains(msg, `"account:42:xxxxxxxxxxxxxxxxxxxxx…" (8 MiB)`)) {
+				t.Errorf("%s(%d bytes): error %.300q", what, len(name), msg)
+			}
+		}
+	}
+	if n := calls.Load(); n != 0 {
+		t.Errorf("%d Redis calls for refused names", n)
+	}
+	s, err := l.TryAcquire(ctx, strings.Repeat("{", fairlock.MaxNameLen))
+	if err != nil {
+		t.Fatalf("a name of MaxNameLen bytes: %v", err)
+	}
+	s.Release(ctx)
+}
+
+// countHook counts the commands a client sends.
+type countHook struct{ n *atomic.Int64 }
+
+func (countHook) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h countHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		h.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		h.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+// Log lines quote a long name cut short, with its length.
+func TestLogLinesCutLongNames(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
+	defer c.Close()
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	l, err := fairlock.New(c, fairlock.WithLogger(slog.New(slog.NewTextHandler(&lockedWriter{&mu, &buf}, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	ctx := context.Background()
+	s, err := l.TryAcquire(ctx, strings.Repeat("n", fairlock.MaxNameLen))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Release(ctx)
+	l.Close()
+	mu.Lock()
+	defer mu.Unlock()
+	for line := range strings.Lines(buf.String()) {
+		if len(line) > 400 || !strings.Contains(line, `(4 KiB)`) {
+			t.Errorf("log line %.500q", line)
+		}
+	}
+	if buf.Len() == 0 {
+		t.Error("nothing logged")
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (w *lockedWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.w.Write(p)
 }

@@ -323,24 +323,32 @@ func TestHolderThatStopsRenewing(t *testing.T) {
 	bound := leaseTTL + heartbeat + slack
 	s, _ := await(t, w, bound)
 	t.Logf("next waiter granted %v after an unrenewed lease began (bound %v)", time.Since(start), bound)
-	select {
-	case <-held.Done():
-	case <-time.After(heartbeat + slack):
-		t.Fatal("expired lease's Done not closed")
-	}
-	if !errors.Is(held.Err(), fairlock.ErrLost) {
-		t.Fatalf("Err = %v, want ErrLost", held.Err())
-	}
-	if err := held.Release(ctx); !errors.Is(err, fairlock.ErrNotHeld) {
-		t.Fatalf("Release of a lost lease: %v", err)
-	}
-	if err := held.Extend(ctx, time.Second); !errors.Is(err, fairlock.ErrNotHeld) {
-		t.Fatalf("Extend of a lost lease: %v", err)
-	}
-	if st, _ := b.Inspect(ctx, "stale"); st.Holder != s.Token() {
-		t.Fatalf("the stale holder's calls changed the new holder: %+v", st)
-	}
+	mustBeLost(t, ctx, b, held, s)
 	s.Release(ctx)
+}
+
+// mustBeLost checks what a holder sees once another was granted its lock:
+// its lease ends within a heartbeat with ErrLost, its Release and Extend
+// return ErrNotHeld, and they leave the new holder alone.
+func mustBeLost(t testing.TB, ctx context.Context, l *fairlock.Locker, old, current *fairlock.Lease) {
+	t.Helper()
+	select {
+	case <-old.Done():
+	case <-time.After(heartbeat + slack):
+		t.Fatal("the old holder was not told within a heartbeat")
+	}
+	if !errors.Is(old.Err(), fairlock.ErrLost) {
+		t.Fatalf("old lease's Err = %v, want ErrLost", old.Err())
+	}
+	if err := old.Release(ctx); !errors.Is(err, fairlock.ErrNotHeld) {
+		t.Fatalf("old holder's Release: %v, want ErrNotHeld", err)
+	}
+	if err := old.Extend(ctx, time.Second); !errors.Is(err, fairlock.ErrNotHeld) {
+		t.Fatalf("old holder's Extend: %v, want ErrNotHeld", err)
+	}
+	if st, _ := l.Inspect(ctx, old.Name()); st.Holder != current.Token() {
+		t.Fatalf("the old holder's calls changed the new holder: %+v", st)
+	}
 }
 
 func TestAutoRenewKeepsTheLease(t *testing.T) {

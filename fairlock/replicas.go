@@ -40,7 +40,7 @@ func (l *Locker) awaitReplicas(ctx context.Context, s *Lease) error {
 	var err error
 	switch c := l.client.(type) {
 	case *redis.ClusterClient:
-		node, err = c.MasterForKey(ctx, s.keys[0])
+		node, err = c.MasterForKey(ctx, s.ref.keys[0])
 	case *redis.Client:
 		node = c
 	default:
@@ -59,7 +59,7 @@ func (l *Locker) awaitReplicas(ctx context.Context, s *Lease) error {
 func (l *Locker) confirmOn(ctx context.Context, conn *redis.Conn, s *Lease) error {
 	defer conn.Close()
 	sent := time.Now()
-	held, err := extendScript.Run(ctx, conn, s.keys, s.token, l.cfg.leaseTTL.Milliseconds()).Int()
+	held, err := extendScript.run(ctx, conn, s.ref, s.ref.call(s.token, l.leaseMs)).Int()
 	if err != nil {
 		return err
 	}

@@ -11,19 +11,46 @@ import (
 )
 
 var (
-	acquireScript   = redis.NewScript(scripts.Acquire)
-	releaseScript   = redis.NewScript(scripts.Release)
-	cancelScript    = redis.NewScript(scripts.Cancel)
-	extendScript    = redis.NewScript(scripts.Extend)
-	heartbeatScript = redis.NewScript(scripts.Heartbeat)
-	inspectScript   = redis.NewScript(scripts.Inspect)
+	acquireScript   = newScript(scripts.Acquire)
+	releaseScript   = newScript(scripts.Release)
+	cancelScript    = newScript(scripts.Cancel)
+	extendScript    = newScript(scripts.Extend)
+	heartbeatScript = newScript(scripts.Heartbeat)
+	inspectScript   = newScript(scripts.Inspect)
 )
 
-// Replies of acquire.lua.
-const (
-	acquireRefused = 0
-	acquireGranted = 1
-	acquireQueued  = 2
+// A luaScript is one script of package scripts. It runs with EVALSHA and,
+// when Redis does not have it (after SCRIPT FLUSH or a restart), EVAL.
+type luaScript struct {
+	*redis.Script     // for pipelines, which cannot fall back by themselves
+	sha, src      any // boxed once: a call allocates only its own arguments
+}
+
+func newScript(src string) *luaScript {
+	s := redis.NewScript(src)
+	return &luaScript{Script: s, sha: s.Hash(), src: src}
+}
+
+// run sends the script with args, made by lockRef.call, on c (a client or
+// a connection).
+func (s *luaScript) run(ctx context.Context, c interface {
+	Do(context.Context, ...any) *redis.Cmd
+}, r *lockRef, args []any) *redis.Cmd {
+	args[0], args[1], args[2] = "evalsha", s.sha, len(r.args)
+	cmd := c.Do(ctx, args...)
+	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		args[0], args[1] = "eval", s.src
+		cmd = c.Do(ctx, args...)
+	}
+	return cmd
+}
+
+// Modes of acquire.lua, boxed once: never queue, queue, or queue and count
+// the position (a ZCOUNT, paid only when someone listens for it).
+var (
+	modeTry   any = "try"
+	modeWait  any = "wait"
+	modeCount any = "count"
 )
 
 // Statuses of a waiter in heartbeat.lua's reply; any larger value is a fence.
@@ -34,8 +61,7 @@ const (
 
 // heartbeatCall is one heartbeat.lua call: one lock of this Locker.
 type heartbeatCall struct {
-	name   string
-	keys   []string
+	ref    *lockRef
 	holder *Lease
 	tokens []string
 	cmd    *redis.Cmd
@@ -52,9 +78,8 @@ func (l *Locker) runHeartbeats(ctx context.Context, calls []*heartbeatCall) erro
 				if c.holder != nil {
 					holder = c.holder.token
 				}
-				notifyCmd, notifyPrefix := l.notifyArgs(c.keys)
-				args := append([]any{l.cfg.waiterTTL.Milliseconds(), l.cfg.leaseTTL.Milliseconds(), notifyCmd, notifyPrefix, holder}, toAny(c.tokens)...)
-				c.cmd = heartbeatScript.EvalSha(ctx, p, c.keys, args...)
+				args := append([]any{l.waiterMs, l.leaseMs, c.ref.notify[0], c.ref.notify[1], holder}, toAny(c.tokens)...)
+				c.cmd = heartbeatScript.EvalSha(ctx, p, c.ref.keys, args...)
 			}
 			return nil
 		})

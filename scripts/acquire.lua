@@ -1,20 +1,28 @@
 -- acquire.lua: take the lock if it is free and nobody waits, else queue up.
--- KEYS: lock, queue, alive, fence (see lib.lua)
+-- uses: grant keep
+-- KEYS: lock, queue, alive, fence (see lib/keys.lua)
 -- ARGV[1] token, ARGV[2] lease TTL ms, ARGV[3] waiter TTL ms,
--- ARGV[4] notify command, ARGV[5] notify channel prefix (see lib.lua),
--- ARGV[6] "try" (never queue) or "wait"
--- Reply: {1, fence} granted; {0, 0} not granted and not queued ("try");
---        {2, position} queued, position counted from 1 among live waiters.
-local token, leaseTTL, waiterTTL = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
--- A free lock with live waiters (its holder expired unreleased) goes to them
--- first: nobody jumps the queue.
-if redis.call('EXISTS', lockKey) == 0 and not grantNext(ARGV[4], ARGV[5]) then
-  redis.call('SET', lockKey, token, 'PX', leaseTTL)
-  return {1, nextFence()}
+-- ARGV[4] notify command, ARGV[5] notify channel prefix (see lib/grant.lua),
+-- ARGV[6] "try" (never queue), "wait" (queue), or "count" (queue and count
+-- the position)
+-- Reply: an integer (an array would cost Redis a deferred reply): the
+-- fence (> 0) if granted; 0 if not granted and not queued ("try"); if
+-- queued, -position under "count" (counted from 1 among live waiters),
+-- else -1.
+local token = ARGV[1]
+-- The fast path: a free lock with an empty queue is taken in three
+-- commands. A free lock with live waiters (its holder expired unreleased)
+-- goes to them first: nobody jumps the queue.
+if redis.call('SET', lockKey, token, 'NX', 'PX', ARGV[2]) then
+  if redis.call('EXISTS', queueKey) == 0 or not grantNext(ARGV[4], ARGV[5]) then
+    return nextFence()
+  end
 end
-if ARGV[6] == 'try' then return {0, 0} end
+if ARGV[6] == 'try' then return 0 end
+local waiterTTL = tonumber(ARGV[3])
 redis.call('RPUSH', queueKey, token)
 redis.call('ZADD', aliveKey, nowMs() + waiterTTL, token)
 keepFor(queueKey, waiterTTL)
 keepFor(aliveKey, waiterTTL)
-return {2, redis.call('ZCOUNT', aliveKey, '(' .. nowMs(), '+inf')}
+if ARGV[6] ~= 'count' then return -1 end
+return -redis.call('ZCOUNT', aliveKey, '(' .. nowMs(), '+inf')

@@ -1,7 +1,8 @@
 -- heartbeat.lua: one call per Locker, lock and period, for all its parties:
 -- keeps its waiters alive, renews its lease, re-checks grants whose message
 -- may have been lost, and grants a lock whose holder expired unreleased.
--- KEYS: lock, queue, alive, fence (see lib.lua)
+-- uses: grant keep
+-- KEYS: lock, queue, alive, fence (see lib/keys.lua)
 -- ARGV[1] waiter TTL ms, ARGV[2] lease TTL ms, ARGV[3] notify command,
 -- ARGV[4] notify channel prefix, ARGV[5] holder token to renew, or "" for
 -- none, ARGV[6..] waiter tokens

@@ -1,0 +1,93 @@
+package fairlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fairlock/fairlock/fairlock"
+	"github.com/fairlock/fairlock/internal/redistest"
+)
+
+// The README's ACL rule is enough for everything a lock user does: the
+// commands inside the scripts are checked against it too.
+func TestACLRuleIsEnough(t *testing.T) {
+	primary := redistest.Start(t, "--repl-diskless-sync-delay", "0")
+	replica := redistest.Start(t, "--replicaof", "127.0.0.1", fmt.Sprint(primary.Port))
+	primary.SetUser(t, redistest.DocACLRule(t, "../README.md", "fairlock-app"))
+	ctx := withTimeout(t, 30*time.Second)
+	for !strings.Contains(replica.Client(t).Info(ctx, "replication").Val(), "master_link_status:up") {
+		time.Sleep(20 * time.Millisecond)
+	}
+	a := newLocker(t, primary.ClientAs(t, "fairlock-app", "app-secret"))
+	b := newLocker(t, primary.ClientAs(t, "fairlock-app", "app-secret"))
+
+	s, err := a.TryAcquire(ctx, "acl")
+	if err != nil {
+		t.Fatalf("TryAcquire: %v", err)
+	}
+	if st, err := b.Inspect(ctx, "acl"); err != nil || st.Holder != s.Token() {
+		t.Fatalf("Inspect: %+v, %v", st, err)
+	}
+	// Contended: b queues, a's Release grants it through PUBLISH.
+	w := queueBehind(t, ctx, b, "acl")
+	// The heartbeat renews a's lease past its TTL, also after SCRIPT FLUSH
+	// (the heartbeat pipeline then reloads its script with SCRIPT LOAD).
+	time.Sleep(leaseTTL / 2)
+	primary.Client(t).ScriptFlush(ctx)
+	time.Sleep(leaseTTL)
+	if s.Err() != nil {
+		t.Fatalf("lease not renewed under the ACL rule: %v", s.Err())
+	}
+	if err := s.Release(ctx); err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	next, _ := await(t, w, slack)
+	if err := next.Extend(ctx, leaseTTL); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	if err := next.Release(ctx); err != nil {
+		t.Fatalf("Release of the handed-off lease: %v", err)
+	}
+	acked := newLocker(t, primary.ClientAs(t, "fairlock-app", "app-secret"), fairlock.WithReplicaAck(1, time.Second))
+	s, err = acked.Acquire(ctx, "acl")
+	if err != nil {
+		t.Fatalf("Acquire with WithReplicaAck (WAIT): %v", err)
+	}
+	s.Release(ctx)
+	if err := a.Do(ctx, "acl", func(context.Context) error { return nil }); err != nil {
+		t.Fatalf("Do: %v", err)
+	}
+}
+
+// A user without the rule gets an error from its first call, promptly.
+func TestACLWithoutTheRule(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.SetUser(t, "ACL SETUSER elsewhere on >pw resetkeys resetchannels ~other:* &other:* +@all")
+	srv.SetUser(t, "ACL SETUSER nothing on >pw -@all")
+	for _, user := range []string{"elsewhere", "nothing"} {
+		t.Run(user, func(t *testing.T) {
+			l := newLocker(t, srv.ClientAs(t, user, "pw"))
+			for what, call := range map[string]func(ctx context.Context) error{
+				"Acquire":    func(ctx context.Context) error { _, err := l.Acquire(ctx, "x"); return err },
+				"TryAcquire": func(ctx context.Context) error { _, err := l.TryAcquire(ctx, "x"); return err },
+				"Inspect":    func(ctx context.Context) error { _, err := l.Inspect(ctx, "x"); return err },
+			} {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				start := time.Now()
+				err := call(ctx)
+				took := time.Since(start)
+				cancel()
+				if err == nil || errors.Is(err, context.DeadlineExceeded) || took > heartbeat+slack {
+					t.Errorf("%s: %v after %v, want a prompt error", what, err, took)
+				} else if !strings.Contains(err.Error(), "NOPERM") && !strings.Contains(err.Error(), "WRONGPASS") {
+					t.Errorf("%s: %v, want it to say NOPERM", what, err)
+				}
+				t.Logf("%s as %s: %v (%v)", what, user, err, took.Round(time.Millisecond))
+			}
+		})
+	}
+}

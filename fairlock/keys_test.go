@@ -1,0 +1,22 @@
+package fairlock
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestQuoteName(t *testing.T) {
+	for name, want := range map[string]string{
+		"account:42":                             `"account:42"`,
+		strings.Repeat("a", quotedNameLen):       `"` + strings.Repeat("a", quotedNameLen) + `"`,
+		strings.Repeat("b", 600<<20):             `"` + strings.Repeat("b", quotedNameLen) + `…" (600 MiB)`,
+		strings.Repeat("c", 4608):                `"` + strings.Repeat("c", quotedNameLen) + `…" (4.5 KiB)`,
+		strings.Repeat("é", quotedNameLen):       `"` + strings.Repeat("é", quotedNameLen/2) + `…" (64 bytes)`,
+		"x" + strings.Repeat("é", quotedNameLen): `"x` + strings.Repeat("é", quotedNameLen/2-1) + `…" (65 bytes)`,
+		"\x00" + strings.Repeat("z", 40):         `"\x00` + strings.Repeat("z", quotedNameLen-1) + `…" (41 bytes)`,
+	} {
+		if got := quoteName(name); got != want {
+			t.Errorf("quoteName(%.40q) = %s, want %s", name, got, want)
+		}
+	}
+}
