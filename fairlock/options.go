@@ -95,7 +95,10 @@ func WithKeyPrefix(p string) Option {
 }
 
 // WithObserver registers fn to receive every Event of the Locker. fn is
-// called synchronously from the Locker's goroutines and must not block.
+// called synchronously, on the goroutine that made the step (Event's doc
+// lists them), possibly from several at once, and must not block. The
+// module github.com/fairlock/fairlock/contrib/otel turns the events into
+// OpenTelemetry metrics.
 func WithObserver(fn func(Event)) Option {
 	return func(c *config) error {
 		if fn == nil {
