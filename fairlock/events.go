@@ -18,13 +18,14 @@ const (
 	EventRenewed                              // a lease was extended by the heartbeat
 	EventHeartbeatFailed                      // a heartbeat call failed; Err
 	EventCancelled                            // a waiter gave up or lost its place; Err, Wait, Queued
+	EventMoved                                // a waiter's place in the queue changed; Position
 )
 
-var eventNames = [...]string{"", "enqueued", "granted", "released", "lost", "renewed", "heartbeat-failed", "cancelled"}
+var eventNames = [...]string{"", "enqueued", "granted", "released", "lost", "renewed", "heartbeat-failed", "cancelled", "moved"}
 
 // String is the kind's name as log lines show it: "enqueued", "granted",
-// "released", "lost", "renewed", "heartbeat-failed", "cancelled", or
-// "unknown" for a value that is none of the kinds.
+// "released", "lost", "renewed", "heartbeat-failed", "cancelled", "moved",
+// or "unknown" for a value that is none of the kinds.
 func (k EventKind) String() string {
 	if k > 0 && int(k) < len(eventNames) {
 		return eventNames[k]
@@ -58,7 +59,7 @@ func (k EventKind) String() string {
 // The observer is called synchronously, with no lock of the Locker held, on
 // whichever goroutine made the step: the caller's goroutine of Acquire,
 // TryAcquire, Do, Release, Extend or Close for most events; the Locker's
-// heartbeat goroutine for EventRenewed, EventHeartbeatFailed and an
+// heartbeat goroutine for EventRenewed, EventHeartbeatFailed, EventMoved and an
 // EventLost found by the heartbeat; the lease's expiry timer for an
 // EventLost at the lease's local deadline; and a short-lived goroutine
 // started by Acquire for an EventCancelled that removes the waiter from
@@ -73,7 +74,7 @@ type Event struct {
 	Kind     EventKind // what happened
 	Name     string    // lock name
 	Token    string    // the waiter's or lease's token
-	Position int       // EventEnqueued: 1 is next in line
+	Position int       // EventEnqueued, EventMoved: 1 is next in line
 	Fence    int64     // EventGranted, EventReleased, EventLost
 	// Wait is, for EventGranted and EventCancelled, the time from the
 	// Acquire or TryAcquire call to the grant or to giving up.
@@ -89,6 +90,12 @@ type Event struct {
 	// context's error, ErrClosed, ErrPlaceLost, or a Redis error, possibly
 	// joined with the error of leaving the queue. Match it with errors.Is.
 	Err error
+}
+
+// wantsPositions tells whether anyone listens for EventEnqueued and
+// EventMoved positions, which cost Redis a count.
+func (l *Locker) wantsPositions() bool {
+	return l.cfg.observer != nil || l.cfg.logger != nil
 }
 
 func (l *Locker) observe(e Event) {

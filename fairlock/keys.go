@@ -55,7 +55,7 @@ func unescapeName(s string) (name string, ok bool) {
 // Cluster keeps them in one slot.
 func lockKeys(prefix, name string) []string {
 	base := keyBase(prefix) + "{" + nameEscaper.Replace(name) + "}:"
-	return []string{base + "lock", base + "queue", base + "alive", base + "fence"}
+	return []string{base + "lock", base + "queue", base + "alive", base + "fence", base + "order"}
 }
 
 // keyBase is what every key under prefix starts with.

@@ -59,6 +59,10 @@ type waiter struct {
 	// queued is set once EventEnqueued reported it, so that the event that
 	// reports it leaving says so (Event.Queued). Only its Acquire touches it.
 	queued bool
+	// position is its place as last reported (guarded by Locker.mu), and
+	// onPosition hears of changes (OnPosition).
+	position   int
+	onPosition func(position int)
 
 	granted chan int64    // the fence, once granted
 	evicted chan struct{} // it lost its place in the queue
@@ -153,12 +157,13 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 			return nil, ctxError(ctx, fmt.Errorf("fairlock: subscribe: %w", err))
 		}
 		mode = modeWait
-		if ac.onQueued != nil || l.cfg.observer != nil || l.cfg.logger != nil {
+		if ac.onQueued != nil || ac.onPosition != nil || l.wantsPositions() {
 			mode = modeCount
 		}
 	}
 	for {
 		w := l.newWaiter(ref, start)
+		w.onPosition = ac.onPosition
 		sent := time.Now()
 		reply, err := l.enqueue(ctx, w, mode)
 		if err != nil {
@@ -172,12 +177,15 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 			l.forget(w)
 			return nil, ErrNotAcquired
 		}
-		l.queued(w, sent)
-		w.queued = true
 		position := int(-reply)
+		l.queued(w, sent, position)
+		w.queued = true
 		l.observe(Event{Kind: EventEnqueued, Name: name, Token: w.token, Position: position})
 		if ac.onQueued != nil {
 			ac.onQueued(position)
+		}
+		if ac.onPosition != nil {
+			ac.onPosition(position)
 		}
 		select {
 		case fence := <-w.granted:
@@ -284,10 +292,10 @@ func (l *Locker) newWaiter(ref *lockRef, start time.Time) *waiter {
 }
 
 // queued puts a waiter in Redis's queue under the heartbeat's care.
-func (l *Locker) queued(w *waiter, sent time.Time) {
+func (l *Locker) queued(w *waiter, sent time.Time, position int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	w.since = sent
+	w.since, w.position = sent, position
 	ll := l.local(w.ref)
 	if ll.waiters == nil {
 		ll.waiters = map[*waiter]struct{}{}

@@ -146,7 +146,8 @@ func checkTTL(what string, d time.Duration) error {
 type AcquireOption func(*acquireConfig)
 
 type acquireConfig struct {
-	onQueued func(position int)
+	onQueued   func(position int)
+	onPosition func(position int)
 }
 
 // OnQueued calls fn each time the call joins the queue, with its position
@@ -154,4 +155,14 @@ type acquireConfig struct {
 // again if the waiter lost its place and queued anew.
 func OnQueued(fn func(position int)) AcquireOption {
 	return func(c *acquireConfig) { c.onQueued = fn }
+}
+
+// OnPosition calls fn with the waiter's position (1 is next) when it joins
+// the queue, as OnQueued does, and again whenever the position has changed
+// while it waits. Changes are learnt from the heartbeat, so they come at
+// most once per Heartbeat period and cost no extra round trip; fn runs on
+// the heartbeat goroutine and must not block. A last call may come just
+// after the grant.
+func OnPosition(fn func(position int)) AcquireOption {
+	return func(c *acquireConfig) { c.onPosition = fn }
 }
