@@ -20,13 +20,15 @@ if redis.call('SET', lockKey, token, 'NX', 'PX', ARGV[2]) then
 end
 if ARGV[6] == 'try' then return 0 end
 local waiterTTL = tonumber(ARGV[3])
-redis.call('RPUSH', queueKey, token)
+local queued = redis.call('RPUSH', queueKey, token)
 redis.call('ZADD', aliveKey, nowMs() + waiterTTL, token)
 -- Each waiter's order is one above the last live waiter's.
 local last = redis.call('ZRANGE', orderKey, -1, -1, 'WITHSCORES')
 redis.call('ZADD', orderKey, (tonumber(last[2]) or 0) + 1, token)
-keepFor(queueKey, waiterTTL)
-keepFor(aliveKey, waiterTTL)
-keepFor(orderKey, waiterTTL)
+-- alive and order hold the same live waiters: both are new when order was
+-- empty. The list may also hold dead entries: it is new when it had none.
+keepFor(queueKey, waiterTTL, queued == 1)
+keepFor(aliveKey, waiterTTL, #last == 0)
+keepFor(orderKey, waiterTTL, #last == 0)
 if ARGV[6] ~= 'count' then return -1 end
 return -redis.call('ZCOUNT', aliveKey, '(' .. nowMs(), '+inf')

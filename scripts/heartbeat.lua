@@ -17,7 +17,7 @@ local waiterTTL, leaseTTL = tonumber(ARGV[1]), tonumber(ARGV[2])
 local holder = redis.call('GET', lockKey)
 local reply = {0}
 if ARGV[5] ~= '' and holder == ARGV[5] then
-  keepFor(lockKey, leaseTTL)
+  keepFor(lockKey, leaseTTL, false)
   reply[1] = 1
 end
 if not holder then holder = grantNext(ARGV[3], ARGV[4]) end
@@ -60,8 +60,8 @@ for i, token in ipairs(tokens) do
 end
 eachBatch(renew, 2 * batch, function(...) redis.call('ZADD', aliveKey, ...) end)
 if #tokens > 0 then
-  keepFor(queueKey, waiterTTL)
-  keepFor(aliveKey, waiterTTL)
-  keepFor(orderKey, waiterTTL)
+  keepFor(queueKey, waiterTTL, true)
+  keepFor(aliveKey, waiterTTL, true)
+  keepFor(orderKey, waiterTTL, true)
 end
 return reply
