@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -93,11 +94,17 @@ func checkName(name string) error {
 // per name: its keys, boxed as command arguments, and where its grant
 // notifications go.
 type lockRef struct {
-	name    string
-	keys    []string
-	args    []any  // keys, boxed once so that calls do not allocate them
-	notify  [2]any // notify command and channel prefix, the ARGV of every script that may grant
-	channel string // this Locker's channel for the lock's grants
+	name string
+	keys []string
+	args []any // keys, boxed once so that calls do not allocate them
+	// fastArgs are the fast path's EXISTS queue and INCR fence, built once
+	// (go-redis only reads a command's arguments).
+	fastArgs [2][]any
+	notify   [2]any // notify command and channel prefix, the ARGV of every script that may grant
+	channel  string // this Locker's channel for the lock's grants
+	// busyUntil is when the fast path is worth trying again (unix ns),
+	// after it found the lock held or waited for.
+	busyUntil atomic.Int64
 }
 
 // refCacheSize bounds the lockRefs a Locker keeps: a process that touches
@@ -119,6 +126,7 @@ func (l *Locker) ref(name string) *lockRef {
 	for i, k := range keys {
 		r.args[i] = k
 	}
+	r.fastArgs = [2][]any{{"exists", r.args[1]}, {"incr", r.args[3]}}
 	cmd, prefix := l.notifyArgs(keys)
 	r.notify = [2]any{cmd, prefix}
 	r.channel = prefix + l.id

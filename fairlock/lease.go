@@ -35,8 +35,9 @@ func (s *Lease) Token() string { return s.token }
 
 // Fence is this grant's fencing token. Fences of one lock name strictly
 // increase over all grants, even across expiry of every key and a Redis
-// that lost its data: the counter grows by one per grant and starts from
-// the Redis server's time in microseconds whenever it is created anew.
+// that lost its data: the counter grows with every grant (an Acquire that
+// found the lock taken may have skipped a number) and starts from the
+// Redis server's time in microseconds whenever it is created anew.
 // Pass it to the storage the lock guards, and have the storage reject
 // writes with a fence older than the newest it has seen.
 func (s *Lease) Fence() int64 { return s.fence }

@@ -153,30 +153,57 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 	ref := l.ref(name)
 	mode := modeTry
 	if wait {
-		if err := l.subscribe(ctx, ref); err != nil {
-			return nil, ctxError(ctx, fmt.Errorf("fairlock: subscribe: %w", err))
-		}
 		mode = modeWait
 		if ac.onQueued != nil || ac.onPosition != nil || l.wantsPositions() {
 			mode = modeCount
 		}
 	}
+	fast, subscribed := ref.fastWorth(), false
 	for {
 		w := l.newWaiter(ref, start)
 		w.onPosition = ac.onPosition
 		sent := time.Now()
+		if fast {
+			fast = false
+			fence, outcome, err := l.fastAcquire(ctx, w)
+			if err != nil {
+				l.leave(w, err)
+				return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %s: %w", quoteName(name), err))
+			}
+			if outcome == fastGranted {
+				l.forget(w)
+				return l.grant(ctx, ref, w.token, fence, sent.Add(l.cfg.leaseTTL), true, start, false)
+			}
+			if !wait {
+				l.forget(w)
+				return nil, ErrNotAcquired
+			}
+		}
+		// Subscribed before the enqueue, so that no grant message can come
+		// before the listener; the fast path needs none.
+		if wait && !subscribed {
+			if err := l.subscribe(ctx, ref); err != nil {
+				l.forget(w)
+				return nil, ctxError(ctx, fmt.Errorf("fairlock: subscribe: %w", err))
+			}
+			subscribed = true
+		}
+		sent = time.Now()
 		reply, err := l.enqueue(ctx, w, mode)
 		if err != nil {
 			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %s: %w", quoteName(name), err))
 		}
 		switch {
 		case reply > 0:
+			ref.busyUntil.Store(0) // it was free: the next call may try the fast path
 			l.forget(w)
 			return l.grant(ctx, ref, w.token, reply, sent.Add(l.cfg.leaseTTL), true, start, false)
 		case reply == 0:
+			ref.markBusy(l.heartbeat)
 			l.forget(w)
 			return nil, ErrNotAcquired
 		}
+		ref.markBusy(l.heartbeat)
 		position := int(-reply)
 		l.queued(w, sent, position)
 		w.queued = true
@@ -446,7 +473,7 @@ func (l *Locker) Do(ctx context.Context, name string, fn func(ctx context.Contex
 type State struct {
 	Held    bool          // someone holds the lock
 	Holder  string        // the holder's lease token, if held
-	Fence   int64         // the fence of the latest grant (0 if none is known)
+	Fence   int64         // the latest fence drawn (0 if none is known): the holder's, or above it if a call that found the lock taken drew one since
 	Waiters int           // live waiters in the queue, not counting the holder
 	TTL     time.Duration // how long the lease has left, if held
 }

@@ -694,3 +694,79 @@ func TestReplicaAck(t *testing.T) {
 		t.Fatalf("an unreplicated grant was kept: %+v", st)
 	}
 }
+
+// liveWaiter queues a waiter with a live deadline whose Locker never
+// heartbeats: it stays at the head until granted. It returns its token.
+func liveWaiter(t testing.TB, rdb *redis.Client, name string) string {
+	t.Helper()
+	token := deadWaiter(t, rdb, name, 99)
+	rdb.ZAdd(context.Background(), "fairlock:{"+name+"}:alive", redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: token})
+	return token
+}
+
+// The fast path takes a free lock with one pipeline, but a free lock that
+// waiters are queued for (its holder expired unreleased, before any
+// heartbeat granted it) goes to them, from TryAcquire and Acquire alike.
+func TestFastPathNeverJumpsTheQueue(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 10*time.Second)
+	head := liveWaiter(t, rdb, "fast")
+	if _, err := newLocker(t, srv.Client(t)).TryAcquire(ctx, "fast"); !errors.Is(err, fairlock.ErrNotAcquired) {
+		t.Fatalf("TryAcquire of a free lock with a waiter queued: %v, want ErrNotAcquired", err)
+	}
+	st, err := newLocker(t, srv.Client(t)).Inspect(ctx, "fast")
+	if err != nil || st.Holder != head {
+		t.Fatalf("after the fast path found a waiter: %+v, %v; want it held by %s", st, err, head)
+	}
+	rdb.Del(ctx, "fairlock:{fast}:lock")
+	next := liveWaiter(t, rdb, "fast")
+	out := make(chan result, 1)
+	go func() {
+		s, err := newLocker(t, srv.Client(t)).Acquire(ctx, "fast")
+		out <- result{s, err}
+	}()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if st, _ = newLocker(t, srv.Client(t)).Inspect(ctx, "fast"); st.Holder == next {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("Acquire's fast path did not hand the lock to the waiter ahead: %+v", st)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	select {
+	case r := <-out:
+		t.Fatalf("Acquire returned %v ahead of a live waiter", r.err)
+	case <-time.After(2 * heartbeat):
+	}
+}
+
+// A fence key that is gone (expired after a day, or lost) is seeded from
+// the clock by the fast path, whether it took the lock or found it taken,
+// and given its TTL.
+func TestFastPathSeedsTheFence(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 10*time.Second)
+	const floor = 1_000_000_000_000              // µs since 1970 passed it in 1970
+	rdb.Set(ctx, "fairlock:{seed}:fence", 41, 0) // counted, never seeded, no TTL
+	a := newLocker(t, srv.Client(t))
+	held := mustAcquire(t, a, "seed")
+	if held.Fence() < floor {
+		t.Fatalf("fence %d of a grant on an unseeded counter: want it seeded from the clock", held.Fence())
+	}
+	rdb.Del(ctx, "fairlock:{seed}:fence") // lost while the lock is held
+	w := queueBehind(t, ctx, newLocker(t, srv.Client(t)), "seed")
+	ttl, err := rdb.PTTL(ctx, "fairlock:{seed}:fence").Result()
+	if err != nil || ttl <= 0 {
+		t.Fatalf("fence key after a busy fast path: PTTL %v, %v; want a TTL", ttl, err)
+	}
+	held.Release(ctx)
+	next, _ := await(t, w, slack)
+	if next.Fence() <= held.Fence() {
+		t.Fatalf("fence after the loss %d, before it %d: want it higher", next.Fence(), held.Fence())
+	}
+	next.Release(ctx)
+}

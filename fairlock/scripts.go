@@ -17,6 +17,7 @@ var (
 	extendScript    = newScript(scripts.Extend)
 	heartbeatScript = newScript(scripts.Heartbeat)
 	inspectScript   = newScript(scripts.Inspect)
+	seedScript      = newScript(scripts.Seed)
 )
 
 // A luaScript is one script of package scripts. It runs with EVALSHA and,

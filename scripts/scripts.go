@@ -63,6 +63,7 @@ var (
 	Extend    = load("extend.lua")
 	Heartbeat = load("heartbeat.lua")
 	Inspect   = load("inspect.lua")
+	Seed      = load("seed.lua")
 
 	// Operators' scripts: read a whole queue, end a lease.
 	Queue        = load("queue.lua")

@@ -1,0 +1,83 @@
+package fairlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// The fast path takes a free lock that nobody waits for without a script:
+// EXISTS queue, SET lock NX PX, INCR fence, in one pipeline. A script call
+// costs Redis more than the three commands it runs (measured on a 2-core
+// VM: about 2.2 µs against 0.6 µs), and on an uncontended lock that is the
+// cost of every acquire.
+//
+// The three commands need not run as one: SET NX decides who gets the
+// lock, and the fence is drawn after it while the lock is held, so fences
+// follow grant order as they do in the scripts. The queue is read first:
+// a waiter queued after that read arrived after this call. When the read
+// found waiters and the SET still took the lock (its holder expired with
+// nobody releasing), the lock is handed to them at once (cancel.lua), so
+// the fast path never jumps the queue. INCR on a missing fence key starts
+// it at 1: fenceSeedFloor makes the next grant seed it from the clock
+// (lib/fence.lua), and the fast path asks for that grant itself.
+
+// fenceSeedFloor mirrors lib/fence.lua: fences below it were not seeded
+// from the server's clock, in µs since 1970, which passed 10^12 in 1970.
+const fenceSeedFloor = 1_000_000_000_000
+
+// Outcomes of the fast path.
+const (
+	fastGranted = iota // the lock is ours
+	fastBusy           // held, or others wait: take the queue's path
+)
+
+// fastAcquire runs the fast path for w and returns the fence of a grant.
+// Its errors leave w to be withdrawn by the caller: the SET may have run.
+func (l *Locker) fastAcquire(ctx context.Context, w *waiter) (fence int64, outcome int, err error) {
+	p := l.client.Pipeline()
+	queued := p.Do(ctx, w.ref.fastArgs[0]...)
+	set := p.Do(ctx, "set", w.ref.args[0], w.token, "nx", "px", l.leaseMs)
+	incr := p.Do(ctx, w.ref.fastArgs[1]...)
+	p.Exec(ctx) //nolint:errcheck // each command's own error is read below
+	inQueue, err := queued.Int64()
+	if err == nil {
+		fence, err = incr.Int64()
+	}
+	took := set.Err() == nil
+	if err == nil && !took && set.Err() != redis.Nil {
+		err = set.Err()
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	if fence < fenceSeedFloor {
+		// A new fence key, or one not seeded yet: seed it, and draw this
+		// grant's fence after the seed. It also gives the key its TTL.
+		if fence, err = seedScript.run(ctx, l.client, w.ref, w.ref.call()).Int64(); err != nil {
+			return 0, 0, err
+		}
+	}
+	switch {
+	case took && inQueue == 0:
+		return fence, fastGranted, nil
+	case took:
+		// Free but with waiters: theirs. cancel.lua hands it to the head.
+		err = cancelScript.run(ctx, l.client, w.ref, w.ref.call(w.token, w.ref.notify[0], w.ref.notify[1])).Err()
+	}
+	w.ref.markBusy(l.heartbeat)
+	return 0, fastBusy, err
+}
+
+// markBusy skips the fast path on the lock for d.
+func (r *lockRef) markBusy(d time.Duration) {
+	r.busyUntil.Store(time.Now().Add(d).UnixNano())
+}
+
+// fastWorth tells whether the fast path is worth a try on the lock: not
+// when it was found busy within the last heartbeat, since then it most
+// likely is again, and the queue's path would cost a second round trip.
+func (r *lockRef) fastWorth() bool {
+	return time.Now().UnixNano() > r.busyUntil.Load()
+}

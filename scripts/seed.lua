@@ -1,0 +1,8 @@
+-- seed.lua: draw a fence, seeding the counter from the server's clock if it
+-- was not seeded yet. The fast path (fairlock/fastpath.go) runs it when its
+-- INCR found the counter below the seed floor.
+-- uses: fence
+-- KEYS: lock, queue, alive, fence, order (see lib/keys.lua)
+-- ARGV: none
+-- Reply: the fence
+return nextFence()
