@@ -25,15 +25,17 @@ func TestACLRuleIsEnough(t *testing.T) {
 	a := newLocker(t, primary.ClientAs(t, "fairlock-app", "app-secret"))
 	b := newLocker(t, primary.ClientAs(t, "fairlock-app", "app-secret"))
 
-	s, err := a.TryAcquire(ctx, "acl")
+	s, err := a.TryAcquire(ctx, "acl", fairlock.WithMetadata("holder"))
 	if err != nil {
 		t.Fatalf("TryAcquire: %v", err)
 	}
-	if st, err := b.Inspect(ctx, "acl"); err != nil || st.Holder != s.Token() {
+	if st, err := b.Inspect(ctx, "acl"); err != nil || st.Holder != s.Token() || st.Metadata != "holder" {
 		t.Fatalf("Inspect: %+v, %v", st, err)
 	}
 	// Contended: b queues, a's Release grants it through PUBLISH.
-	w := queueBehind(t, ctx, b, "acl")
+	w := queueBehind(t, ctx, b, "acl", fairlock.WithMetadata("waiter"))
+	// A dead holder's metadata: the heartbeat finds and drops it.
+	primary.Client(t).HSet(ctx, "fairlock:{acl}:meta", "crashed:1", "x")
 	// The heartbeat renews a's lease past its TTL, also after SCRIPT FLUSH
 	// (the heartbeat pipeline then reloads its script with SCRIPT LOAD).
 	time.Sleep(leaseTTL / 2)
@@ -41,6 +43,9 @@ func TestACLRuleIsEnough(t *testing.T) {
 	time.Sleep(leaseTTL)
 	if s.Err() != nil {
 		t.Fatalf("lease not renewed under the ACL rule: %v", s.Err())
+	}
+	if n := primary.Client(t).HExists(ctx, "fairlock:{acl}:meta", "crashed:1").Val(); n {
+		t.Fatal("the heartbeat kept a dead holder's metadata")
 	}
 	if err := s.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)

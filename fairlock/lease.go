@@ -16,6 +16,7 @@ type Lease struct {
 	ref    *lockRef
 	token  string
 	fence  int64
+	meta   any // metaArgs.flag: whether Redis has metadata of token to drop or keep
 	done   chan struct{}
 
 	mu        sync.Mutex
@@ -67,7 +68,7 @@ func (s *Lease) release(ctx context.Context) error {
 	if ended {
 		return ErrNotHeld
 	}
-	n, err := releaseScript.run(ctx, s.locker.client, s.ref, s.ref.call(s.token, s.ref.notify[0], s.ref.notify[1])).Int()
+	n, err := releaseScript.run(ctx, s.locker.client, s.ref, s.ref.call(s.token, s.ref.notify[0], s.ref.notify[1], s.meta)).Int()
 	switch {
 	case err != nil:
 		s.end(ErrReleased)
@@ -91,7 +92,7 @@ func (s *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		return ErrNotHeld
 	}
 	sent := time.Now()
-	n, err := extendScript.run(ctx, s.locker.client, s.ref, s.ref.call(s.token, ttl.Milliseconds())).Int()
+	n, err := extendScript.run(ctx, s.locker.client, s.ref, s.ref.call(s.token, ttl.Milliseconds(), s.meta)).Int()
 	if err != nil {
 		return fmt.Errorf("fairlock: extend %s: %w", quoteName(s.ref.name), err)
 	}

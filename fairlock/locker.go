@@ -55,6 +55,7 @@ type waiter struct {
 	ref   *lockRef
 	token string    // guarded by Locker.mu: a waiter that lost its place queues anew with a new token
 	since time.Time // guarded by Locker.mu: when the request that set its Redis deadline was sent
+	meta  metaArgs
 
 	granted chan int64    // the fence, once granted
 	evicted chan struct{} // it lost its place in the queue
@@ -134,6 +135,10 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 			opt(&ac)
 		}
 	}
+	if len(ac.metadata) > MaxMetadataLen {
+		return nil, fmt.Errorf("%w: metadata of %s is longer than MaxMetadataLen (%s)", ErrInvalid, byteSize(len(ac.metadata)), byteSize(MaxMetadataLen))
+	}
+	meta := newMetaArgs(ac.metadata)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -154,7 +159,7 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 		}
 	}
 	for {
-		w := l.newWaiter(ref)
+		w := l.newWaiter(ref, meta)
 		sent := time.Now()
 		reply, err := l.enqueue(ctx, w, mode)
 		if err != nil {
@@ -163,7 +168,7 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 		switch {
 		case reply > 0:
 			l.forget(w)
-			return l.grant(ctx, ref, w.token, reply, sent.Add(l.cfg.leaseTTL), true, start)
+			return l.grant(ctx, w, reply, sent.Add(l.cfg.leaseTTL), true, start)
 		case reply == 0:
 			l.forget(w)
 			return nil, ErrNotAcquired
@@ -212,7 +217,7 @@ func (l *Locker) accept(ctx context.Context, w *waiter, fence int64, start time.
 	claimed := false
 	if time.Until(deadline) < l.heartbeat {
 		sent := time.Now()
-		held, err := extendScript.run(ctx, l.client, w.ref, w.ref.call(w.token, l.leaseMs)).Int()
+		held, err := extendScript.run(ctx, l.client, w.ref, w.ref.call(w.token, l.leaseMs, w.meta.flag)).Int()
 		if err != nil {
 			l.leave(w, err)
 			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %s: %w", quoteName(w.ref.name), err))
@@ -224,7 +229,7 @@ func (l *Locker) accept(ctx context.Context, w *waiter, fence int64, start time.
 		deadline, claimed = sent.Add(l.cfg.leaseTTL), true
 	}
 	l.forget(w)
-	return l.grant(ctx, w.ref, w.token, fence, deadline, claimed, start)
+	return l.grant(ctx, w, fence, deadline, claimed, start)
 }
 
 // enqueue runs acquire.lua for w. It runs on the caller's goroutine: a
@@ -233,7 +238,7 @@ func (l *Locker) accept(ctx context.Context, w *waiter, fence int64, start time.
 // So a call already sent ends when go-redis returns (its read timeout, or
 // the context's deadline with ContextTimeoutEnabled), and then leaves.
 func (l *Locker) enqueue(ctx context.Context, w *waiter, mode any) (int64, error) {
-	args := w.ref.call(w.token, l.leaseMs, l.waiterMs, w.ref.notify[0], w.ref.notify[1], mode)
+	args := w.ref.call(w.token, l.leaseMs, l.waiterMs, w.ref.notify[0], w.ref.notify[1], mode, w.meta.value)
 	reply, err := acquireScript.run(ctx, l.client, w.ref, args).Int64()
 	if err != nil {
 		// The reply may be lost, not the request: remove the entry by its token.
@@ -264,12 +269,13 @@ func (l *Locker) enter() bool {
 
 // newWaiter registers a waiter under a fresh token before the request that
 // queues it is sent, so that a grant message arriving right after finds it.
-func (l *Locker) newWaiter(ref *lockRef) *waiter {
+func (l *Locker) newWaiter(ref *lockRef, meta metaArgs) *waiter {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seq++
 	w := &waiter{
 		ref:     ref,
+		meta:    meta,
 		token:   l.id + ":" + strconv.FormatUint(l.seq, 36),
 		granted: make(chan int64, 1),
 		evicted: make(chan struct{}, 1),
@@ -326,7 +332,7 @@ func (l *Locker) leave(w *waiter, why error) {
 func (l *Locker) withdraw(w *waiter, why error) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.waiterTTL)
 	defer cancel()
-	err := cancelScript.run(ctx, l.client, w.ref, w.ref.call(w.token, w.ref.notify[0], w.ref.notify[1])).Err()
+	err := cancelScript.run(ctx, l.client, w.ref, w.ref.call(w.token, w.ref.notify[0], w.ref.notify[1], w.meta.flag)).Err()
 	if err != nil {
 		why = errors.Join(why, fmt.Errorf("fairlock: leaving the queue: %w", err))
 	}
@@ -350,15 +356,17 @@ func (l *Locker) dropIfIdle(ll *localLock) {
 	}
 }
 
-// grant makes the Lease for a granted token and puts it under the
+// grant makes the Lease for w's granted token and puts it under the
 // heartbeat's care. If the Locker was closed meanwhile, the lock is released
 // at once rather than left to a holder nobody will return it to.
-func (l *Locker) grant(ctx context.Context, ref *lockRef, token string, fence int64, deadline time.Time, claimed bool, start time.Time) (*Lease, error) {
+func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, deadline time.Time, claimed bool, start time.Time) (*Lease, error) {
+	ref, token := w.ref, w.token
 	s := &Lease{
 		locker:  l,
 		ref:     ref,
 		token:   token,
 		fence:   fence,
+		meta:    w.meta.flag,
 		done:    make(chan struct{}),
 		claimed: claimed,
 	}
@@ -414,11 +422,12 @@ func (l *Locker) Do(ctx context.Context, name string, fn func(ctx context.Contex
 
 // State is a snapshot of one lock, as Inspect reads it.
 type State struct {
-	Held    bool          // someone holds the lock
-	Holder  string        // the holder's lease token, if held
-	Fence   int64         // the fence of the latest grant (0 if none is known)
-	Waiters int           // live waiters in the queue, not counting the holder
-	TTL     time.Duration // how long the lease has left, if held
+	Held     bool          // someone holds the lock
+	Holder   string        // the holder's lease token, if held
+	Metadata string        // the holder's metadata (WithMetadata), "" if none
+	Fence    int64         // the fence of the latest grant (0 if none is known)
+	Waiters  int           // live waiters in the queue, not counting the holder
+	TTL      time.Duration // how long the lease has left, if held
 }
 
 // Inspect reads the state of the lock called name in one round trip.

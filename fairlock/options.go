@@ -144,6 +144,7 @@ type AcquireOption func(*acquireConfig)
 
 type acquireConfig struct {
 	onQueued func(position int)
+	metadata string
 }
 
 // OnQueued calls fn each time the call joins the queue, with its position
@@ -151,4 +152,19 @@ type acquireConfig struct {
 // again if the waiter lost its place and queued anew.
 func OnQueued(fn func(position int)) AcquireOption {
 	return func(c *acquireConfig) { c.onQueued = fn }
+}
+
+// MaxMetadataLen is the longest metadata, in bytes, that WithMetadata
+// accepts: enough for a job id, a host name and a little more, and small
+// enough that a queue of a thousand waiters lists in one modest reply.
+const MaxMetadataLen = 4 << 10
+
+// WithMetadata stores s with the waiter in Redis and then with its lease,
+// for operators: Locker.Inspect (State.Metadata), Locker.Queue and the
+// fairlock command show it. It is dropped when the waiter or lease ends.
+// Anyone who can read the lock's keys can read it: put no secret in it.
+// An s longer than MaxMetadataLen makes Acquire and TryAcquire return
+// ErrInvalid before any Redis call; "" stores nothing, at no cost.
+func WithMetadata(s string) AcquireOption {
+	return func(c *acquireConfig) { c.metadata = s }
 }

@@ -53,6 +53,25 @@ var (
 	modeCount any = "count"
 )
 
+// metaArgs is an Acquire's metadata as script arguments: the string for
+// acquire.lua, and a flag that tells release, cancel and extend whether
+// there is an entry to drop or keep. Without metadata both are "", boxed
+// once, so such a call allocates nothing more and its scripts run no
+// command for metadata.
+type metaArgs struct{ value, flag any }
+
+var (
+	noMeta  any = ""
+	hasMeta any = "1"
+)
+
+func newMetaArgs(metadata string) metaArgs {
+	if metadata == "" {
+		return metaArgs{noMeta, noMeta}
+	}
+	return metaArgs{metadata, hasMeta}
+}
+
 // Statuses of a waiter in heartbeat.lua's reply; any larger value is a fence.
 const (
 	waiterGone    = -1
@@ -118,16 +137,18 @@ func parseInts(reply any, n int) ([]int64, error) {
 }
 
 // parseInspect reads inspect.lua's reply.
-func parseInspect(reply any) (holder string, ttlMs, fence, waiters int64, err error) {
+func parseInspect(reply any) (holder, meta string, ttlMs, fence, waiters int64, err error) {
 	arr, ok := reply.([]any)
-	if ok && len(arr) == 4 {
+	if ok && len(arr) == 5 {
 		holder, ok = arr[0].(string)
-		nums, nerr := parseInts(arr[1:], 3)
-		if ok && nerr == nil {
-			return holder, nums[0], nums[1], nums[2], nil
+		nums, nerr := parseInts(arr[1:4], 3)
+		var mok bool
+		meta, mok = arr[4].(string)
+		if ok && mok && nerr == nil {
+			return holder, meta, nums[0], nums[1], nums[2], nil
 		}
 	}
-	return "", 0, 0, 0, fmt.Errorf("fairlock: unexpected inspect reply %v", reply)
+	return "", "", 0, 0, 0, fmt.Errorf("fairlock: unexpected inspect reply %v", reply)
 }
 
 // parseGrant reads a grant notification, "token fence".

@@ -1,8 +1,9 @@
 -- heartbeat.lua: one call per Locker, lock and period, for all its parties:
 -- keeps its waiters alive, renews its lease, re-checks grants whose message
--- may have been lost, and grants a lock whose holder expired unreleased.
+-- may have been lost, grants a lock whose holder expired unreleased, and
+-- drops the metadata of tokens that left without saying so.
 -- uses: grant keep
--- KEYS: lock, queue, alive, fence (see lib/keys.lua)
+-- KEYS: lock, queue, alive, fence, meta (see lib/keys.lua)
 -- ARGV[1] waiter TTL ms, ARGV[2] lease TTL ms, ARGV[3] notify command,
 -- ARGV[4] notify channel prefix, ARGV[5] holder token to renew, or "" for
 -- none, ARGV[6..] waiter tokens
@@ -12,9 +13,13 @@
 local waiterTTL, leaseTTL = tonumber(ARGV[1]), tonumber(ARGV[2])
 local holder = redis.call('GET', lockKey)
 local reply = {0}
+-- Tokens found gone here: their metadata goes too.
+local gone = {}
 if ARGV[5] ~= '' and holder == ARGV[5] then
   keepFor(lockKey, leaseTTL)
   reply[1] = 1
+elseif ARGV[5] ~= '' then
+  gone[1] = ARGV[5]
 end
 if not holder then holder = grantNext(ARGV[3], ARGV[4]) end
 -- Each command takes up to `batch` tokens, below Lua's limit on unpack(),
@@ -41,6 +46,9 @@ for i, token in ipairs(tokens) do
   elseif deadline then
     -- Too late: it stays in the list as a dead entry that grantNext skips.
     dead[#dead + 1] = token
+    gone[#gone + 1] = token
+  else
+    gone[#gone + 1] = token
   end
   reply[#reply + 1] = status
 end
@@ -49,5 +57,29 @@ eachBatch(dead, batch, function(...) redis.call('ZREM', aliveKey, ...) end)
 if #ARGV >= 6 then
   keepFor(queueKey, waiterTTL)
   keepFor(aliveKey, waiterTTL)
+end
+-- Metadata: one HLEN when nobody gave any. A holder that died leaves its
+-- entry behind, named by nobody. When the hash has more entries than the
+-- holder's and one per waiter, it holds such leftovers, and every entry of
+-- neither holder nor waiter is dropped: leftovers never outnumber the
+-- waiters without metadata, and go at the first heartbeat after the queue
+-- shrinks. The hash lives as long as the longest lease or waiter it serves.
+if redis.call('HLEN', metaKey) > 0 then
+  eachBatch(gone, batch, function(...) redis.call('HDEL', metaKey, ...) end)
+  local owners = redis.call('ZCARD', aliveKey)
+  if holder then owners = owners + redis.call('HEXISTS', metaKey, holder) end
+  if redis.call('HLEN', metaKey) > owners then
+    local fields = redis.call('HKEYS', metaKey)
+    local orphans = {}
+    for i = 1, #fields, batch do
+      local part = {unpack(fields, i, math.min(i + batch - 1, #fields))}
+      local scores = redis.call('ZMSCORE', aliveKey, unpack(part))
+      for j, token in ipairs(part) do
+        if token ~= holder and not scores[j] then orphans[#orphans + 1] = token end
+      end
+    end
+    eachBatch(orphans, batch, function(...) redis.call('HDEL', metaKey, ...) end)
+  end
+  keepFor(metaKey, math.max(waiterTTL, leaseTTL))
 end
 return reply
