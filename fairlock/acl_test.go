@@ -96,3 +96,40 @@ func TestACLWithoutTheRule(t *testing.T) {
 		})
 	}
 }
+
+// A user whose rule lacks the channel pattern: Acquire fails at once with
+// Redis's refusal of the subscription, not a heartbeat later; a Release
+// that hands the lock on says that the hand-off was written and only its
+// notification was refused.
+func TestACLWithoutTheChannels(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.SetUser(t, "ACL SETUSER nochannels on >pw resetkeys resetchannels ~fairlock:* +@all")
+	ctx := withTimeout(t, 20*time.Second)
+	// A long heartbeat, so that waiting one would show.
+	slow := []fairlock.Option{fairlock.WithLeaseTTL(30 * time.Second), fairlock.WithWaiterTTL(30 * time.Second)}
+	l := newLocker(t, srv.ClientAs(t, "nochannels", "pw"), slow...)
+	for range 2 { // the second time on the connection the first one opened
+		start := time.Now()
+		_, err := l.Acquire(ctx, "x")
+		if took := time.Since(start); err == nil || !strings.Contains(err.Error(), "NOPERM") || took > time.Second {
+			t.Fatalf("Acquire: %v after %v, want NOPERM at once", err, took)
+		}
+		t.Logf("Acquire: %v", err)
+	}
+
+	s, err := l.TryAcquire(ctx, "x") // TryAcquire does not subscribe
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := queueBehind(t, ctx, newLocker(t, srv.Client(t)), "x")
+	err = s.Release(ctx)
+	if !errors.Is(err, fairlock.ErrReleased) || !strings.Contains(err.Error(), "handed to the next waiter") || !strings.Contains(err.Error(), "channel pattern") {
+		t.Fatalf("Release whose notification was refused: %v, want ErrReleased saying so", err)
+	}
+	t.Logf("Release: %v", err)
+	if !errors.Is(s.Err(), fairlock.ErrReleased) {
+		t.Fatalf("lease after the Release: %v", s.Err())
+	}
+	next, _ := await(t, w, heartbeat+slack) // from its heartbeat
+	next.Release(ctx)
+}

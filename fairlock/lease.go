@@ -56,6 +56,12 @@ func (s *Lease) Err() error {
 // ErrNotHeld if the lease was already released or lost, and then changes
 // nothing in Redis. If Redis cannot be reached, the lease still ends here
 // (its renewal stops) and the lock frees itself within the lease TTL.
+//
+// If Redis refuses to publish the grant notification (the ACL rule lacks
+// the channel pattern), the hand-off is written all the same, since a script
+// keeps the writes made before a failing command, and the next waiter
+// learns of its grant at its next heartbeat. Release then returns an error
+// that says so and matches ErrReleased, as well as Redis's error.
 func (s *Lease) Release(ctx context.Context) error {
 	return s.release(ctx)
 }
@@ -72,6 +78,10 @@ func (s *Lease) release(ctx context.Context) error {
 	switch {
 	case err != nil:
 		s.end(ErrReleased)
+		if notifyRefused(err) {
+			return fmt.Errorf("fairlock: release %s: the lock was handed to the next waiter, but Redis refused to notify it, so it learns of its grant at its next heartbeat (does the ACL rule lack the channel pattern?): %w; %w",
+				quoteName(s.ref.name), err, ErrReleased)
+		}
 		return fmt.Errorf("fairlock: release %s: %w", quoteName(s.ref.name), err)
 	case n == 0:
 		s.end(ErrLost)

@@ -121,6 +121,15 @@ func toAny(ss []string) []any {
 	return out
 }
 
+// notifyRefused tells whether err is Redis refusing a script's PUBLISH or
+// SPUBLISH for want of the channel in the user's ACL rule. Redis 7.0 says
+// "can't publish to the channel", later versions "no permissions to access
+// the ... channel"; keys and commands refused never name a channel.
+func notifyRefused(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "channel") && (strings.Contains(msg, "publish") || strings.Contains(msg, "permissions"))
+}
+
 // parseInts reads a script reply that is an array of integers.
 func parseInts(reply any, n int) ([]int64, error) {
 	arr, ok := reply.([]any)
