@@ -75,7 +75,7 @@ func checkKeys(t *testing.T, prefix, name string) []string {
 	return keys
 }
 
-// FuzzLockKeys: every name maps to four keys in one hash slot, the mapping
+// FuzzLockKeys: every name maps to five keys in one hash slot, the mapping
 // reads back (nameFromKey, as the operator's list uses it), and two
 // different (prefix, name) pairs never share a key.
 func FuzzLockKeys(f *testing.F) {

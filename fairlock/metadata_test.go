@@ -118,6 +118,20 @@ func TestMetadataOfTokensThatLeaveOtherwise(t *testing.T) {
 		t.Fatalf("after the holder's heartbeat found its lease gone: metadata of %q", got)
 	}
 
+	// A waiter that lost its place (its deadline passed in Redis): a grant
+	// skips it, its heartbeat tells it, and it queues anew under a new
+	// token; the old token's entry goes.
+	blocker := mustAcquire(t, l, "e")
+	late := newLocker(t, srv.Client(t))
+	claim := queueBehind(t, ctx, late, "e", fairlock.WithMetadata("late"))
+	rdb.ZAdd(ctx, "fairlock:{e}:alive", redis.Z{Score: 1, Member: metaFields(t, rdb, "e")[0]})
+	blocker.Release(ctx) // skips the waiter, now dead in Redis; it queues again
+	s2, _ := await(t, claim, heartbeat+slack)
+	if got := metaFields(t, rdb, "e"); len(got) != 1 || got[0] != s2.Token() {
+		t.Fatalf("after a lost place and a new one: metadata of %q, lease %s", got, s2.Token())
+	}
+	s2.Release(ctx)
+
 	// A holder that died: its entry is named by nobody, and goes at the
 	// next heartbeat of whoever uses the lock.
 	current := mustAcquire(t, l, "v")
