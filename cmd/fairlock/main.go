@@ -50,7 +50,7 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"inspect": {"[-json] NAME", "holder, fence, lease left and the waiters in queue order", true, inspectFlags},
+	"inspect": {"[-json] NAME", "holder, fence, lease left and the waiters in queue order, with their metadata", true, inspectFlags},
 	"list":    {"", "the names of the locks that have a holder or waiters", false, listFlags},
 	"watch":   {"[-every 1s] [-count N] NAME", "inspect again every interval, marking grants and new waiters, until interrupted", true, watchFlags},
 	"release": {"-force [-yes] NAME", "end the current lease, whoever holds it; the next waiter gets the lock", true, releaseFlags},
