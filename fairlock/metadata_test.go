@@ -199,3 +199,43 @@ func TestMetadataTooLong(t *testing.T) {
 	}
 	s.Release(ctx)
 }
+
+// Without metadata, an uncontended cycle runs exactly the commands it ran
+// before metadata existed; with it, four more: HSET, PEXPIRE GT and NX on
+// the new hash (keep.lua), and HDEL, which removes the hash again.
+func TestMetadataCostsNoCommandWhenUnset(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 10*time.Second)
+	// A heartbeat too slow to come during the cycles.
+	l := newLocker(t, srv.Client(t), fairlock.WithLeaseTTL(30*time.Second), fairlock.WithWaiterTTL(30*time.Second))
+	mustAcquire(t, l, "cost").Release(ctx) // the subscription, the scripts and the fence key made
+	for _, tc := range []struct {
+		opts []fairlock.AcquireOption
+		want string
+	}{
+		{nil, "del=10 evalsha=20 exists=10 get=10 incr=10 lpop=10 set=10"},
+		{[]fairlock.AcquireOption{fairlock.WithMetadata("job 7")}, "del=10 evalsha=20 exists=10 get=10 hdel=10 hset=10 incr=10 lpop=10 pexpire=20 set=10"},
+	} {
+		rdb.ConfigResetStat(ctx)
+		for range 10 {
+			if err := mustAcquire(t, l, "cost", tc.opts...).Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var ran []string
+		for _, line := range strings.Split(rdb.Info(ctx, "commandstats").Val(), "\n") {
+			if stat, ok := strings.CutPrefix(line, "cmdstat_"); ok {
+				name, rest, _ := strings.Cut(stat, ":calls=")
+				calls, _, _ := strings.Cut(rest, ",")
+				if !strings.HasPrefix(name, "config") && name != "info" {
+					ran = append(ran, name+"="+calls)
+				}
+			}
+		}
+		slices.Sort(ran)
+		if got := strings.Join(ran, " "); got != tc.want {
+			t.Errorf("uncontended cycles with %d options ran %q, want %q", len(tc.opts), got, tc.want)
+		}
+	}
+}
