@@ -18,6 +18,11 @@ var (
 	// ErrClosed is returned by calls on a closed Locker, and by Acquire
 	// calls that were waiting when it was closed.
 	ErrClosed = errors.New("fairlock: locker closed")
+	// ErrPlaceLost is the Err of an EventCancelled that does not end the
+	// Acquire: the waiter lost its place in the queue (Redis forgot it, or
+	// its grant expired before it heard of it) and queues again at the
+	// back. Acquire never returns it.
+	ErrPlaceLost = errors.New("fairlock: waiter lost its place in the queue")
 	// ErrInvalid wraps every error about a bad argument or option.
 	ErrInvalid = errors.New("fairlock: invalid argument")
 )

@@ -12,19 +12,20 @@ type EventKind int
 // The kinds of Event.
 const (
 	EventEnqueued        EventKind = iota + 1 // a waiter joined the queue; Position
-	EventGranted                              // a lease was granted; Fence, Wait
-	EventReleased                             // a lease was released
-	EventLost                                 // a lease was lost; Err
+	EventGranted                              // a lease was granted; Fence, Wait, Queued
+	EventReleased                             // a lease was released; Fence, Held
+	EventLost                                 // a lease was lost; Fence, Held, Err
 	EventRenewed                              // a lease was extended by the heartbeat
 	EventHeartbeatFailed                      // a heartbeat call failed; Err
-	EventCancelled                            // a waiter gave up; Err says why
+	EventCancelled                            // a waiter gave up or lost its place; Err, Wait, Queued
+	EventMoved                                // a waiter's place in the queue changed; Position
 )
 
-var eventNames = [...]string{"", "enqueued", "granted", "released", "lost", "renewed", "heartbeat-failed", "cancelled"}
+var eventNames = [...]string{"", "enqueued", "granted", "released", "lost", "renewed", "heartbeat-failed", "cancelled", "moved"}
 
 // String is the kind's name as log lines show it: "enqueued", "granted",
-// "released", "lost", "renewed", "heartbeat-failed", "cancelled", or
-// "unknown" for a value that is none of the kinds.
+// "released", "lost", "renewed", "heartbeat-failed", "cancelled", "moved",
+// or "unknown" for a value that is none of the kinds.
 func (k EventKind) String() string {
 	if k > 0 && int(k) < len(eventNames) {
 		return eventNames[k]
@@ -34,14 +35,67 @@ func (k EventKind) String() string {
 
 // An Event is one step in the life of a waiter or lease, as seen by this
 // Locker. Observers get them through WithObserver.
+//
+// Every Acquire or TryAcquire that reaches Redis ends in exactly one
+// EventGranted or EventCancelled, except a TryAcquire refused with
+// ErrNotAcquired, which reports nothing. A call that fails before it reaches
+// Redis (a bad name, a context already done, a closed Locker, a failed
+// pub/sub subscription) reports nothing either: it never waited. A grant
+// that Acquire gives up before returning it (the Locker was closed, or
+// WithReplicaAck was not met) ends as EventCancelled, and its lease reports
+// no EventReleased or EventLost; every lease Acquire returns reports exactly
+// one of them.
+//
+// Before its end, an Acquire may report EventCancelled events whose Err
+// matches ErrPlaceLost. They are not its end: the waiter lost its place
+// (Redis forgot it, or its grant expired before it heard of it) and the same
+// call queues again under a new token, reporting a new EventEnqueued. Count
+// them as the waiter leaving the queue, not as an outcome.
+//
+// To keep a count of waiters queued, add one on EventEnqueued and take one
+// away on EventGranted and EventCancelled that have Queued set. A grant or a
+// failure on the first round trip never queued and has Queued false.
+//
+// The observer is called synchronously, with no lock of the Locker held, on
+// whichever goroutine made the step: the caller's goroutine of Acquire,
+// TryAcquire, Do, Release, Extend or Close for most events; the Locker's
+// heartbeat goroutine for EventRenewed, EventHeartbeatFailed, EventMoved and an
+// EventLost found by the heartbeat; the lease's expiry timer for an
+// EventLost at the lease's local deadline; and a short-lived goroutine
+// started by Acquire for an EventCancelled that removes the waiter from
+// Redis (Acquire waits for it at most one heartbeat, so that event may come
+// after Acquire returned). The pub/sub listener calls it for nothing: a
+// grant message wakes the waiting Acquire, which reports the grant. Events
+// of one Locker may thus arrive concurrently, and those of different
+// waiters in any order. The observer must be safe for concurrent use and
+// must not block: a slow one delays grants and heartbeats, and a heartbeat
+// delayed past the TTLs loses waiters and leases.
 type Event struct {
-	Kind     EventKind     // what happened
-	Name     string        // lock name
-	Token    string        // the waiter's or lease's token
-	Position int           // EventEnqueued: 1 is next in line
-	Fence    int64         // EventGranted
-	Wait     time.Duration // EventGranted: from the Acquire call to the grant
-	Err      error         // EventLost, EventHeartbeatFailed, EventCancelled
+	Kind     EventKind // what happened
+	Name     string    // lock name
+	Token    string    // the waiter's or lease's token
+	Position int       // EventEnqueued, EventMoved: 1 is next in line
+	Fence    int64     // EventGranted, EventReleased, EventLost
+	// Wait is, for EventGranted and EventCancelled, the time from the
+	// Acquire or TryAcquire call to the grant or to giving up.
+	Wait time.Duration
+	// Held is, for EventReleased and EventLost, the time from the grant
+	// (when Acquire returned the lease) to the release or loss.
+	Held time.Duration
+	// Queued is, for EventGranted and EventCancelled, whether this waiter
+	// had been reported by EventEnqueued and has now left the queue.
+	Queued bool
+	// Err is why, for EventLost (ErrLost), EventReleased (ErrReleased),
+	// EventHeartbeatFailed (the Redis error) and EventCancelled: the
+	// context's error, ErrClosed, ErrPlaceLost, or a Redis error, possibly
+	// joined with the error of leaving the queue. Match it with errors.Is.
+	Err error
+}
+
+// wantsPositions tells whether anyone listens for EventEnqueued and
+// EventMoved positions, which cost Redis a count.
+func (l *Locker) wantsPositions() bool {
+	return l.cfg.observer != nil || l.cfg.logger != nil
 }
 
 func (l *Locker) observe(e Event) {
@@ -58,7 +112,8 @@ func (l *Locker) observe(e Event) {
 	l.cfg.logger.LogAttrs(context.Background(), level, "fairlock "+e.Kind.String(),
 		slog.String("name", logName(e.Name)), slog.String("token", e.Token),
 		slog.Int("position", e.Position), slog.Int64("fence", e.Fence),
-		slog.Duration("wait", e.Wait), slog.Any("err", e.Err))
+		slog.Duration("wait", e.Wait), slog.Duration("held", e.Held),
+		slog.Bool("queued", e.Queued), slog.Any("err", e.Err))
 }
 
 // logName is a lock name as log lines show it: as it is if short, else

@@ -45,7 +45,7 @@ func hashTag(key string) string {
 func checkKeys(t *testing.T, prefix, name string) []string {
 	t.Helper()
 	keys := lockKeys(prefix, name)
-	if len(keys) != 5 {
+	if len(keys) != 6 {
 		t.Fatalf("lockKeys(%q, %q) returned %d keys", prefix, name, len(keys))
 	}
 	esc := nameEscaper.Replace(name)
@@ -56,7 +56,7 @@ func checkKeys(t *testing.T, prefix, name string) []string {
 	if !ok || back != name {
 		t.Fatalf("escape of %q is %q, which does not read back (got %q, %v)", name, esc, back, ok)
 	}
-	suffixes := []string{"lock", "queue", "alive", "fence", "meta"}
+	suffixes := []string{"lock", "queue", "alive", "fence", "order", "meta"}
 	for i, k := range keys {
 		if got := hashTag(k); got != esc {
 			t.Fatalf("key %q of name %q hashes on %q, want the escaped name %q", k, name, got, esc)
@@ -75,7 +75,7 @@ func checkKeys(t *testing.T, prefix, name string) []string {
 	return keys
 }
 
-// FuzzLockKeys: every name maps to five keys in one hash slot, the mapping
+// FuzzLockKeys: every name maps to six keys in one hash slot, the mapping
 // reads back (nameFromKey, as the operator's list uses it), and two
 // different (prefix, name) pairs never share a key.
 func FuzzLockKeys(f *testing.F) {

@@ -70,16 +70,18 @@ func (l *Locker) heartbeatCalls() []*heartbeatCall {
 	defer l.mu.Unlock()
 	var calls []*heartbeatCall
 	for _, ll := range l.locks {
-		c := &heartbeatCall{ref: ll.ref}
+		positions := l.wantsPositions()
+		c := &heartbeatCall{ref: ll.ref, positions: positions}
 		if ll.lease != nil && ll.lease.needsHeartbeat() {
 			c.holder = ll.lease
 		}
 		for w := range ll.waiters {
 			if len(c.tokens) == heartbeatCallSize {
 				calls = append(calls, c)
-				c = &heartbeatCall{ref: ll.ref}
+				c = &heartbeatCall{ref: ll.ref, positions: positions}
 			}
 			c.tokens = append(c.tokens, w.token)
+			c.positions = c.positions || w.onPosition != nil
 		}
 		if c.holder != nil || len(c.tokens) > 0 {
 			calls = append(calls, c)
@@ -96,20 +98,38 @@ func (l *Locker) applyHeartbeat(c *heartbeatCall, st []int64, sent time.Time) {
 			c.holder.lose()
 		}
 	}
+	// A waiter's status is its fence if granted, 0 if it lost its place,
+	// and -position (or -1, uncounted) while it waits.
+	type move struct {
+		w        *waiter
+		token    string
+		position int
+	}
+	var moved []move
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	for i, token := range c.tokens {
 		w := l.waiters[token]
 		if w == nil {
 			continue // granted or gone meanwhile
 		}
-		switch status := st[i+1]; status {
-		case waiterWaiting:
+		switch status := st[i+1]; {
+		case status < 0:
 			w.since = sent
-		case waiterGone:
+			if p := int(-status); c.positions && p != w.position {
+				w.position = p
+				moved = append(moved, move{w, token, p})
+			}
+		case status == 0:
 			signal(w.evicted)
 		default:
 			deliver(w, status)
+		}
+	}
+	l.mu.Unlock()
+	for _, m := range moved {
+		l.observe(Event{Kind: EventMoved, Name: m.w.ref.name, Token: m.token, Position: m.position})
+		if m.w.onPosition != nil {
+			m.w.onPosition(m.position)
 		}
 	}
 }

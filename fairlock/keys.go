@@ -8,7 +8,7 @@ import (
 )
 
 // MaxNameLen is the longest lock name, in bytes, that fairlock accepts. A
-// name is repeated in each of a lock's five keys, in every script call, and
+// name is repeated in each of a lock's six keys, in every script call, and
 // on Redis Cluster in its notification channel; escaping can triple it. At
 // 4 KiB a call carries at most 72 KiB of name, while any real name (a path,
 // a URL, a composite id) fits with room to spare. Longer names are refused
@@ -55,7 +55,7 @@ func unescapeName(s string) (name string, ok bool) {
 // the hash tag {name}, so a Redis Cluster keeps them in one slot.
 func lockKeys(prefix, name string) []string {
 	base := keyBase(prefix) + "{" + nameEscaper.Replace(name) + "}:"
-	return []string{base + "lock", base + "queue", base + "alive", base + "fence", base + "meta"}
+	return []string{base + "lock", base + "queue", base + "alive", base + "fence", base + "order", base + "meta"}
 }
 
 // keyBase is what every key under prefix starts with.

@@ -25,6 +25,7 @@ type Lease struct {
 	expiry    *time.Timer // ends the lease as lost at deadline, whatever the heartbeat is doing
 	claimed   bool        // extended to the full lease TTL at least once
 	releasing bool        // Release was sent: a heartbeat that finds the lock gone is no loss
+	granted   time.Time   // when Acquire handed it out, for Event.Held; zero before
 }
 
 // Name is the lock's name.
@@ -168,6 +169,7 @@ func (s *Lease) end(err error) {
 		return
 	}
 	s.err = err
+	granted := s.granted
 	close(s.done)
 	s.expiry.Stop()
 	s.mu.Unlock()
@@ -179,9 +181,12 @@ func (s *Lease) end(err error) {
 		l.dropIfIdle(ll)
 	}
 	l.mu.Unlock()
+	if granted.IsZero() {
+		return // Acquire gave it up before handing it out, and reports that itself
+	}
 	kind := EventReleased
 	if err == ErrLost {
 		kind = EventLost
 	}
-	l.observe(Event{Kind: kind, Name: s.ref.name, Token: s.token, Fence: s.fence, Err: err})
+	l.observe(Event{Kind: kind, Name: s.ref.name, Token: s.token, Fence: s.fence, Held: time.Since(granted), Err: err})
 }

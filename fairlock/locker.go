@@ -55,7 +55,15 @@ type waiter struct {
 	ref   *lockRef
 	token string    // guarded by Locker.mu: a waiter that lost its place queues anew with a new token
 	since time.Time // guarded by Locker.mu: when the request that set its Redis deadline was sent
-	meta  metaArgs
+	start time.Time // when its Acquire call began, for Event.Wait
+	meta  metaArgs  // its Acquire's WithMetadata, as script arguments
+	// queued is set once EventEnqueued reported it, so that the event that
+	// reports it leaving says so (Event.Queued). Only its Acquire touches it.
+	queued bool
+	// position is its place as last reported (guarded by Locker.mu), and
+	// onPosition hears of changes (OnPosition).
+	position   int
+	onPosition func(position int)
 
 	granted chan int64    // the fence, once granted
 	evicted chan struct{} // it lost its place in the queue
@@ -154,12 +162,13 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 			return nil, ctxError(ctx, fmt.Errorf("fairlock: subscribe: %w", err))
 		}
 		mode = modeWait
-		if ac.onQueued != nil || l.cfg.observer != nil || l.cfg.logger != nil {
+		if ac.onQueued != nil || ac.onPosition != nil || l.wantsPositions() {
 			mode = modeCount
 		}
 	}
 	for {
-		w := l.newWaiter(ref, meta)
+		w := l.newWaiter(ref, start, meta)
+		w.onPosition = ac.onPosition
 		sent := time.Now()
 		reply, err := l.enqueue(ctx, w, mode)
 		if err != nil {
@@ -168,16 +177,20 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 		switch {
 		case reply > 0:
 			l.forget(w)
-			return l.grant(ctx, w, reply, sent.Add(l.cfg.leaseTTL), true, start)
+			return l.grant(ctx, w, reply, sent.Add(l.cfg.leaseTTL), true, start, false)
 		case reply == 0:
 			l.forget(w)
 			return nil, ErrNotAcquired
 		}
-		l.queued(w, sent)
 		position := int(-reply)
+		l.queued(w, sent, position)
+		w.queued = true
 		l.observe(Event{Kind: EventEnqueued, Name: name, Token: w.token, Position: position})
 		if ac.onQueued != nil {
 			ac.onQueued(position)
+		}
+		if ac.onPosition != nil {
+			ac.onPosition(position)
 		}
 		select {
 		case fence := <-w.granted:
@@ -188,7 +201,7 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 		case <-w.evicted:
 			// Queue anew, at the back. Redis may still hold the old entry if
 			// only the heartbeat's replies were lost: withdraw it by token.
-			l.leave(w, errPlaceLost)
+			l.leave(w, ErrPlaceLost)
 		case <-ctx.Done():
 			l.leave(w, ctx.Err())
 			return nil, ctxError(ctx, ctx.Err())
@@ -198,9 +211,6 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 		}
 	}
 }
-
-// errPlaceLost is why a waiter that lost its place leaves the queue.
-var errPlaceLost = errors.New("fairlock: waiter lost its place in the queue")
 
 // errGrantExpired means a grant expired before its waiter heard of it.
 var errGrantExpired = errors.New("fairlock: grant expired unclaimed")
@@ -219,17 +229,19 @@ func (l *Locker) accept(ctx context.Context, w *waiter, fence int64, start time.
 		sent := time.Now()
 		held, err := extendScript.run(ctx, l.client, w.ref, w.ref.call(w.token, l.leaseMs, w.meta.flag)).Int()
 		if err != nil {
-			l.leave(w, err)
+			l.leave(w, ctxError(ctx, err))
 			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %s: %w", quoteName(w.ref.name), err))
 		}
 		if held == 0 {
 			l.forget(w)
+			l.observe(Event{Kind: EventCancelled, Name: w.ref.name, Token: w.token, Wait: time.Since(w.start), Queued: true,
+				Err: fmt.Errorf("%w: %w", ErrPlaceLost, errGrantExpired)})
 			return nil, errGrantExpired
 		}
 		deadline, claimed = sent.Add(l.cfg.leaseTTL), true
 	}
 	l.forget(w)
-	return l.grant(ctx, w, fence, deadline, claimed, start)
+	return l.grant(ctx, w, fence, deadline, claimed, start, true)
 }
 
 // enqueue runs acquire.lua for w. It runs on the caller's goroutine: a
@@ -242,7 +254,7 @@ func (l *Locker) enqueue(ctx context.Context, w *waiter, mode any) (int64, error
 	reply, err := acquireScript.run(ctx, l.client, w.ref, args).Int64()
 	if err != nil {
 		// The reply may be lost, not the request: remove the entry by its token.
-		l.leave(w, err)
+		l.leave(w, ctxError(ctx, err))
 	}
 	return reply, err
 }
@@ -269,7 +281,7 @@ func (l *Locker) enter() bool {
 
 // newWaiter registers a waiter under a fresh token before the request that
 // queues it is sent, so that a grant message arriving right after finds it.
-func (l *Locker) newWaiter(ref *lockRef, meta metaArgs) *waiter {
+func (l *Locker) newWaiter(ref *lockRef, start time.Time, meta metaArgs) *waiter {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seq++
@@ -277,6 +289,7 @@ func (l *Locker) newWaiter(ref *lockRef, meta metaArgs) *waiter {
 		ref:     ref,
 		meta:    meta,
 		token:   l.id + ":" + strconv.FormatUint(l.seq, 36),
+		start:   start,
 		granted: make(chan int64, 1),
 		evicted: make(chan struct{}, 1),
 	}
@@ -285,10 +298,10 @@ func (l *Locker) newWaiter(ref *lockRef, meta metaArgs) *waiter {
 }
 
 // queued puts a waiter in Redis's queue under the heartbeat's care.
-func (l *Locker) queued(w *waiter, sent time.Time) {
+func (l *Locker) queued(w *waiter, sent time.Time, position int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	w.since = sent
+	w.since, w.position = sent, position
 	ll := l.local(w.ref)
 	if ll.waiters == nil {
 		ll.waiters = map[*waiter]struct{}{}
@@ -312,12 +325,13 @@ func (l *Locker) forget(w *waiter) {
 // itself after the waiter TTL.
 func (l *Locker) leave(w *waiter, why error) {
 	l.forget(w)
+	left := Event{Kind: EventCancelled, Name: w.ref.name, Token: w.token, Wait: time.Since(w.start), Queued: w.queued}
 	finished := make(chan struct{})
 	l.bg.Add(1)
 	go func() {
 		defer l.bg.Done()
 		defer close(finished)
-		l.withdraw(w, why)
+		l.withdraw(w, why, left)
 	}()
 	timer := time.NewTimer(l.heartbeat)
 	defer timer.Stop()
@@ -328,15 +342,16 @@ func (l *Locker) leave(w *waiter, why error) {
 }
 
 // withdraw takes a waiter out of the queue, or releases the lock if it was
-// granted meanwhile, bounded by the waiter TTL.
-func (l *Locker) withdraw(w *waiter, why error) {
+// granted meanwhile, bounded by the waiter TTL, then reports left with why.
+func (l *Locker) withdraw(w *waiter, why error, left Event) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.waiterTTL)
 	defer cancel()
 	err := cancelScript.run(ctx, l.client, w.ref, w.ref.call(w.token, w.ref.notify[0], w.ref.notify[1], w.meta.flag)).Err()
 	if err != nil {
 		why = errors.Join(why, fmt.Errorf("fairlock: leaving the queue: %w", err))
 	}
-	l.observe(Event{Kind: EventCancelled, Name: w.ref.name, Token: w.token, Err: why})
+	left.Err = why
+	l.observe(left)
 }
 
 // local returns this Locker's record of a lock, creating it. l.mu is held.
@@ -358,8 +373,9 @@ func (l *Locker) dropIfIdle(ll *localLock) {
 
 // grant makes the Lease for w's granted token and puts it under the
 // heartbeat's care. If the Locker was closed meanwhile, the lock is released
-// at once rather than left to a holder nobody will return it to.
-func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, deadline time.Time, claimed bool, start time.Time) (*Lease, error) {
+// at once rather than left to a holder nobody will return it to. queued says
+// whether the token had been reported by EventEnqueued.
+func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, deadline time.Time, claimed bool, start time.Time, queued bool) (*Lease, error) {
 	ref, token := w.ref, w.token
 	s := &Lease{
 		locker:  l,
@@ -379,16 +395,30 @@ func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, deadline tim
 		l.local(ref).lease = s
 	}
 	l.mu.Unlock()
+	// A grant given up here ends as EventCancelled; the lease, never handed
+	// out, reports no end of its own (see Lease.end).
 	if closed {
 		s.release(context.Background()) //nolint:errcheck // best effort; the lease expires anyway
+		l.observe(Event{Kind: EventCancelled, Name: ref.name, Token: token, Wait: time.Since(start), Queued: queued, Err: ErrClosed})
 		return nil, ErrClosed
 	}
 	if l.cfg.replicas > 0 {
 		if err := l.awaitReplicas(ctx, s); err != nil {
-			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %s: %w", quoteName(ref.name), err))
+			err = ctxError(ctx, fmt.Errorf("fairlock: acquire %s: %w", quoteName(ref.name), err))
+			l.observe(Event{Kind: EventCancelled, Name: ref.name, Token: token, Wait: time.Since(start), Queued: queued, Err: err})
+			return nil, err
 		}
 	}
-	l.observe(Event{Kind: EventGranted, Name: ref.name, Token: token, Fence: fence, Wait: time.Since(start)})
+	s.mu.Lock()
+	s.granted = time.Now()
+	lost := s.err != nil
+	s.mu.Unlock()
+	l.observe(Event{Kind: EventGranted, Name: ref.name, Token: token, Fence: fence, Wait: time.Since(start), Queued: queued})
+	if lost {
+		// Its expiry timer ended it before it was handed out, and Lease.end
+		// did not report that: report it now, so every grant has an end.
+		l.observe(Event{Kind: EventLost, Name: ref.name, Token: token, Fence: fence, Err: ErrLost})
+	}
 	return s, nil
 }
 

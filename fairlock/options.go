@@ -95,7 +95,10 @@ func WithKeyPrefix(p string) Option {
 }
 
 // WithObserver registers fn to receive every Event of the Locker. fn is
-// called synchronously from the Locker's goroutines and must not block.
+// called synchronously, on the goroutine that made the step (Event's doc
+// lists them), possibly from several at once, and must not block. The
+// module github.com/fairlock/fairlock/contrib/otel turns the events into
+// OpenTelemetry metrics.
 func WithObserver(fn func(Event)) Option {
 	return func(c *config) error {
 		if fn == nil {
@@ -143,8 +146,9 @@ func checkTTL(what string, d time.Duration) error {
 type AcquireOption func(*acquireConfig)
 
 type acquireConfig struct {
-	onQueued func(position int)
-	metadata string
+	onQueued   func(position int)
+	onPosition func(position int)
+	metadata   string
 }
 
 // OnQueued calls fn each time the call joins the queue, with its position
@@ -152,6 +156,16 @@ type acquireConfig struct {
 // again if the waiter lost its place and queued anew.
 func OnQueued(fn func(position int)) AcquireOption {
 	return func(c *acquireConfig) { c.onQueued = fn }
+}
+
+// OnPosition calls fn with the waiter's position (1 is next) when it joins
+// the queue, as OnQueued does, and again whenever the position has changed
+// while it waits. Changes are learnt from the heartbeat, so they come at
+// most once per Heartbeat period and cost no extra round trip; fn runs on
+// the heartbeat goroutine and must not block. A last call may come just
+// after the grant.
+func OnPosition(fn func(position int)) AcquireOption {
+	return func(c *acquireConfig) { c.onPosition = fn }
 }
 
 // MaxMetadataLen is the longest metadata, in bytes, that WithMetadata

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -279,9 +280,107 @@ func deadWaiter(t testing.TB, rdb *redis.Client, name string, n int) string {
 	token := fmt.Sprintf("dead-locker:%d", n)
 	rdb.RPush(ctx, "fairlock:{"+name+"}:queue", token)
 	rdb.ZAdd(ctx, "fairlock:{"+name+"}:alive", redis.Z{Score: float64(now.Add(waiterTTL).UnixMilli()), Member: token})
-	rdb.PExpire(ctx, "fairlock:{"+name+"}:queue", waiterTTL)
-	rdb.PExpire(ctx, "fairlock:{"+name+"}:alive", waiterTTL)
+	last, err := rdb.ZRangeWithScores(ctx, "fairlock:{"+name+"}:order", -1, -1).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := 1.0
+	if len(last) > 0 {
+		order = last[0].Score + 1
+	}
+	rdb.ZAdd(ctx, "fairlock:{"+name+"}:order", redis.Z{Score: order, Member: token})
+	for _, k := range []string{"queue", "alive", "order"} {
+		rdb.PExpire(ctx, "fairlock:{"+name+"}:"+k, waiterTTL)
+	}
 	return token
+}
+
+// positions records what OnPosition reports to one waiter.
+type positions struct {
+	mu  sync.Mutex
+	got []int
+}
+
+func (p *positions) record(pos int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.got = append(p.got, pos)
+}
+
+func (p *positions) last() (int, []int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(p.got) == 0 {
+		return 0, nil
+	}
+	return p.got[len(p.got)-1], append([]int(nil), p.got...)
+}
+
+// waitPosition waits until p last reported want.
+func waitPosition(t *testing.T, p *positions, want int, bound time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < bound {
+		if got, _ := p.last(); got == want {
+			return time.Since(start)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	_, all := p.last()
+	t.Fatalf("position never reached %d within %v; reported %v", want, bound, all)
+	return 0
+}
+
+func TestPositionsFollowTheQueue(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 20*time.Second)
+	var observed positions // c's observer sees the same moves as EventMoved
+	a, b := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
+	c := newLocker(t, srv.Client(t), fairlock.WithObserver(func(e fairlock.Event) {
+		if e.Kind == fairlock.EventMoved {
+			observed.record(e.Position)
+		}
+	}))
+	held := mustAcquire(t, a, "pos")
+	deadWaiter(t, rdb, "pos", 1)
+	var pb, pc positions
+	queue := func(l *fairlock.Locker, p *positions) <-chan result {
+		out := make(chan result, 1)
+		go func() {
+			s, err := l.Acquire(ctx, "pos", fairlock.OnPosition(p.record))
+			out <- result{s, err}
+		}()
+		return out
+	}
+	first := queue(b, &pb)
+	waitPosition(t, &pb, 2, time.Second)
+	second := queue(c, &pc)
+	waitPosition(t, &pc, 3, time.Second)
+
+	// The dead waiter ahead of both drops out of the count once its
+	// deadline passes, wherever it stands: no grant is needed for that.
+	bound := waiterTTL + 2*heartbeat + slack
+	took := waitPosition(t, &pc, 2, bound)
+	waitPosition(t, &pb, 1, heartbeat+slack)
+	t.Logf("a dead waiter ahead left the count after %v (bound %v)", took, bound)
+
+	held.Release(ctx)
+	s, _ := await(t, first, slack)
+	took = waitPosition(t, &pc, 1, 2*heartbeat+slack)
+	t.Logf("the next waiter heard it is next %v after the grant ahead of it (bound %v)", took, 2*heartbeat+slack)
+	s.Release(ctx)
+	s, _ = await(t, second, slack)
+	s.Release(ctx)
+	if _, all := pb.last(); !slices.Equal(all, []int{2, 1}) {
+		t.Errorf("first waiter's positions %v, want [2 1]", all)
+	}
+	if _, all := pc.last(); !slices.Equal(all, []int{3, 2, 1}) {
+		t.Errorf("second waiter's positions %v, want [3 2 1]", all)
+	}
+	if _, all := observed.last(); !slices.Equal(all, []int{2, 1}) {
+		t.Errorf("second waiter's EventMoved positions %v, want [2 1]", all)
+	}
 }
 
 func TestDeadWaitersLoseTheirPlace(t *testing.T) {
@@ -505,7 +604,7 @@ func TestEveryKeyHasATTL(t *testing.T) {
 			t.Errorf("key %q has no TTL (%v)", k, ttl)
 		}
 	}
-	if len(keys) < 5*len(names) {
+	if len(keys) < 6*len(names) {
 		t.Fatalf("%d keys for %d locks: names collided", len(keys), len(names))
 	}
 	a.Close()

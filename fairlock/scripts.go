@@ -72,18 +72,13 @@ func newMetaArgs(metadata string) metaArgs {
 	return metaArgs{metadata, hasMeta}
 }
 
-// Statuses of a waiter in heartbeat.lua's reply; any larger value is a fence.
-const (
-	waiterGone    = -1
-	waiterWaiting = 0
-)
-
 // heartbeatCall is one heartbeat.lua call: one lock of this Locker.
 type heartbeatCall struct {
-	ref    *lockRef
-	holder *Lease
-	tokens []string
-	cmd    *redis.Cmd
+	ref       *lockRef
+	holder    *Lease
+	tokens    []string
+	positions bool // count the waiters' places
+	cmd       *redis.Cmd
 }
 
 // runHeartbeats sends every call in one pipeline. A pipeline cannot fall back
@@ -97,7 +92,11 @@ func (l *Locker) runHeartbeats(ctx context.Context, calls []*heartbeatCall) erro
 				if c.holder != nil {
 					holder = c.holder.token
 				}
-				args := append([]any{l.waiterMs, l.leaseMs, c.ref.notify[0], c.ref.notify[1], holder}, toAny(c.tokens)...)
+				positions := "0"
+				if c.positions {
+					positions = "1"
+				}
+				args := append([]any{l.waiterMs, l.leaseMs, c.ref.notify[0], c.ref.notify[1], holder, positions}, toAny(c.tokens)...)
 				c.cmd = heartbeatScript.EvalSha(ctx, p, c.ref.keys, args...)
 			}
 			return nil

@@ -1,6 +1,6 @@
 -- acquire.lua: take the lock if it is free and nobody waits, else queue up.
 -- uses: grant keep
--- KEYS: lock, queue, alive, fence, meta (see lib/keys.lua)
+-- KEYS: lock, queue, alive, fence, order, meta (see lib/keys.lua)
 -- ARGV[1] token, ARGV[2] lease TTL ms, ARGV[3] waiter TTL ms,
 -- ARGV[4] notify command, ARGV[5] notify channel prefix (see lib/grant.lua),
 -- ARGV[6] "try" (never queue), "wait" (queue), or "count" (queue and count
@@ -30,8 +30,12 @@ if ARGV[6] == 'try' then return 0 end
 local waiterTTL = tonumber(ARGV[3])
 redis.call('RPUSH', queueKey, token)
 redis.call('ZADD', aliveKey, nowMs() + waiterTTL, token)
+-- Each waiter's order is one above the last live waiter's.
+local last = redis.call('ZRANGE', orderKey, -1, -1, 'WITHSCORES')
+redis.call('ZADD', orderKey, (tonumber(last[2]) or 0) + 1, token)
 keepFor(queueKey, waiterTTL)
 keepFor(aliveKey, waiterTTL)
+keepFor(orderKey, waiterTTL)
 storeMeta(waiterTTL)
 if ARGV[6] ~= 'count' then return -1 end
 return -redis.call('ZCOUNT', aliveKey, '(' .. nowMs(), '+inf')

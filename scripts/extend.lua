@@ -1,6 +1,6 @@
 -- extend.lua: set the remaining lease of token's lock to a new TTL.
 -- uses: keep
--- KEYS: lock, queue, alive, fence, meta (see lib/keys.lua)
+-- KEYS: lock, queue, alive, fence, order, meta (see lib/keys.lua)
 -- ARGV[1] token, ARGV[2] TTL ms, ARGV[3] "1" if token has metadata, else ""
 -- Reply: 1 extended; 0 token does not hold the lock (nothing changed but its
 -- metadata dropped: the token has left).

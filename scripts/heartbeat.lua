@@ -1,15 +1,19 @@
 -- heartbeat.lua: one call per Locker, lock and period, for all its parties:
 -- keeps its waiters alive, renews its lease, re-checks grants whose message
--- may have been lost, grants a lock whose holder expired unreleased, and
--- drops the metadata of tokens that left without saying so.
+-- may have been lost, grants a lock whose holder expired unreleased, drops
+-- dead waiters of any Locker wherever they stand, tells each waiter its
+-- place when asked, and drops the metadata of tokens that left without
+-- saying so.
 -- uses: grant keep
--- KEYS: lock, queue, alive, fence, meta (see lib/keys.lua)
+-- KEYS: lock, queue, alive, fence, order, meta (see lib/keys.lua)
 -- ARGV[1] waiter TTL ms, ARGV[2] lease TTL ms, ARGV[3] notify command,
 -- ARGV[4] notify channel prefix, ARGV[5] holder token to renew, or "" for
--- none, ARGV[6..] waiter tokens
+-- none, ARGV[6] "1" to count the waiters' places, else "0", ARGV[7..]
+-- waiter tokens
 -- Reply: {held, s1, s2, ...}: held is 1 if ARGV[5] still holds the lock
--- (renewed) and 0 otherwise; si is, for waiter token i, 0 still waiting,
--- -1 no longer queued (it lost its place), or the fence if it was granted.
+-- (renewed) and 0 otherwise; si is, for waiter token i, the fence if it was
+-- granted, 0 if it is no longer queued (it lost its place), and if it still
+-- waits -position (1 is next) when asked, else -1.
 local waiterTTL, leaseTTL = tonumber(ARGV[1]), tonumber(ARGV[2])
 local holder = redis.call('GET', lockKey)
 local reply = {0}
@@ -28,35 +32,45 @@ local batch = 1000
 local function eachBatch(list, step, fn)
   for i = 1, #list, step do fn(unpack(list, i, math.min(i + step - 1, #list))) end
 end
-local tokens = {unpack(ARGV, 6)}
+local tokens = {unpack(ARGV, 7)}
+local positions = ARGV[6] == '1'
 local deadlines = {}
 eachBatch(tokens, batch, function(...)
   for _, d in ipairs(redis.call('ZMSCORE', aliveKey, ...)) do deadlines[#deadlines + 1] = d end
 end)
-local renew, dead = {}, {}
+-- Dead waiters, this Locker's or any other's, leave the places count now;
+-- their list entries stay until grantNext reaches and skips them.
+local expired = redis.call('ZRANGEBYSCORE', aliveKey, '-inf', nowMs(), 'LIMIT', 0, batch)
+if #expired > 0 then
+  redis.call('ZREM', aliveKey, unpack(expired))
+  redis.call('ZREM', orderKey, unpack(expired))
+  for _, token in ipairs(expired) do gone[#gone + 1] = token end
+end
+local renew = {}
 for i, token in ipairs(tokens) do
   local deadline = tonumber(deadlines[i])
-  local status = -1
+  local status = 0
   if token == holder then
+    -- Granted, and its message may be lost.
     status = tonumber(redis.call('GET', fenceKey) or '1')
   elseif deadline and deadline > nowMs() then
     renew[#renew + 1] = nowMs() + waiterTTL
     renew[#renew + 1] = token
-    status = 0
-  elseif deadline then
-    -- Too late: it stays in the list as a dead entry that grantNext skips.
-    dead[#dead + 1] = token
-    gone[#gone + 1] = token
+    status = -1
+    if positions then
+      local rank = redis.call('ZRANK', orderKey, token)
+      if rank then status = -(rank + 1) end
+    end
   else
     gone[#gone + 1] = token
   end
   reply[#reply + 1] = status
 end
 eachBatch(renew, 2 * batch, function(...) redis.call('ZADD', aliveKey, ...) end)
-eachBatch(dead, batch, function(...) redis.call('ZREM', aliveKey, ...) end)
-if #ARGV >= 6 then
+if #tokens > 0 then
   keepFor(queueKey, waiterTTL)
   keepFor(aliveKey, waiterTTL)
+  keepFor(orderKey, waiterTTL)
 end
 -- Metadata: one HLEN when nobody gave any. A holder that died leaves its
 -- entry behind, named by nobody. When the hash has more entries than the

@@ -1,6 +1,6 @@
 -- inspect.lua: a snapshot of one lock, read-only.
 -- uses: clock
--- KEYS: lock, queue, alive, fence, meta (see lib/keys.lua)
+-- KEYS: lock, queue, alive, fence, order, meta (see lib/keys.lua)
 -- ARGV: none
 -- Reply: {holder token or "", lease left ms (or -2), last fence or 0, live
 --         waiters, the holder's metadata or ""}

@@ -2,7 +2,7 @@
 -- Waiters whose heartbeat deadline has passed (dead, not yet reaped) are
 -- skipped: they will never be granted, and positions count only live ones.
 -- uses: clock
--- KEYS: lock, queue, alive, fence, meta (see lib/keys.lua)
+-- KEYS: lock, queue, alive, fence, order, meta (see lib/keys.lua)
 -- ARGV[1] the most waiters to list; the scan stops after 10 times as many
 -- queue entries, so a queue full of dead entries cannot stall Redis.
 -- Reply: {holder token or "", lease left ms (or -2), last fence or 0,

@@ -19,6 +19,7 @@ local function grantNext(notifyCmd, notifyPrefix)
     if not head then return false end
     local deadline = tonumber(redis.call('ZSCORE', aliveKey, head))
     redis.call('ZREM', aliveKey, head)
+    redis.call('ZREM', orderKey, head)
     if deadline and deadline > nowMs() then
       redis.call('SET', lockKey, head, 'PX', deadline - nowMs())
       local fence = nextFence()

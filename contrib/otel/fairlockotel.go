@@ -1,0 +1,275 @@
+// Package fairlockotel turns the events of a fairlock.Locker into
+// OpenTelemetry metrics: how long callers wait for a lock and how that
+// ended, how long leases are held, how many are granted and lost, how many
+// waiters this process has queued, and how often the heartbeat fails.
+//
+// It depends on the OpenTelemetry metric API only. The application chooses
+// the SDK and the exporter (Prometheus, OTLP, stdout) and installs them as
+// the global MeterProvider or passes one with WithMeterProvider:
+//
+//	m, err := fairlockotel.New()
+//	if err != nil { ... }
+//	locker, err := fairlock.New(rdb, m.Option())
+//
+// The instruments, all from the meter named ScopeName:
+//
+//	fairlock.acquire.wait       histogram, s        fairlock.outcome
+//	fairlock.lease.hold         histogram, s        fairlock.lease.end
+//	fairlock.lease.grants       counter, {grant}
+//	fairlock.lease.lost         counter, {lease}
+//	fairlock.waiters            up-down counter, {waiter}
+//	fairlock.heartbeat.failures counter, {failure}
+//
+// fairlock.outcome is one of OutcomeGranted, OutcomeCancelled,
+// OutcomeTimedOut, OutcomeClosed and OutcomeError; fairlock.lease.end is
+// "released" or "lost". With WithLockName every instrument also gets
+// fairlock.lock.name; by default none does, because lock names are often
+// unbounded (account:42) and each distinct value is a new time series.
+//
+// Observe only updates instruments in memory: it adds no Redis round trip
+// and takes no lock of its own on the default path, so it keeps to the
+// rule that an observer must not block. The instruments are as fast as the
+// SDK behind them; the package's benchmarks measure both.
+//
+// The package is named fairlockotel, not otel, so that it can be imported
+// beside go.opentelemetry.io/otel without renaming either.
+package fairlockotel
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/fairlock/fairlock/fairlock"
+)
+
+// ScopeName is the instrumentation scope of the meter that holds the
+// instruments.
+const ScopeName = "github.com/fairlock/fairlock/contrib/otel"
+
+// Attribute keys.
+const (
+	// OutcomeKey is the attribute of fairlock.acquire.wait that says how the
+	// Acquire ended.
+	OutcomeKey = attribute.Key("fairlock.outcome")
+	// LeaseEndKey is the attribute of fairlock.lease.hold that says how the
+	// lease ended: "released" or "lost".
+	LeaseEndKey = attribute.Key("fairlock.lease.end")
+	// LockNameKey is the attribute that carries the value WithLockName
+	// maps a lock name to.
+	LockNameKey = attribute.Key("fairlock.lock.name")
+)
+
+// The values of OutcomeKey. An Acquire (or TryAcquire) that reached Redis
+// ends in exactly one of them; a waiter that lost its place and queued
+// again (fairlock.ErrPlaceLost) is not an outcome and is not recorded.
+const (
+	OutcomeGranted   = "granted"   // it got the lease
+	OutcomeCancelled = "cancelled" // its context was cancelled
+	OutcomeTimedOut  = "timed_out" // its context's deadline passed
+	OutcomeClosed    = "closed"    // the Locker was closed while it waited
+	OutcomeError     = "error"     // Redis failed, or WithReplicaAck was not met
+)
+
+// WaitBuckets are the histogram bucket boundaries, in seconds, that
+// fairlock.acquire.wait and fairlock.lease.hold advise: an uncontended
+// grant takes a round trip, well under a millisecond on a LAN, and a
+// contended one waits for the holders before it, up to tens of seconds.
+// A View in the SDK overrides them.
+var WaitBuckets = []float64{
+	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+	0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60,
+}
+
+// An Option configures New.
+type Option func(*config)
+
+type config struct {
+	provider metric.MeterProvider
+	lockName func(string) string
+}
+
+// WithMeterProvider makes the instruments with mp instead of the global
+// MeterProvider (otel.GetMeterProvider). A nil mp means the global one.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(c *config) { c.provider = mp }
+}
+
+// WithLockName adds the attribute fairlock.lock.name to every instrument,
+// with the value fn returns for the event's lock name; an empty value
+// leaves the attribute out for that lock. fn must be deterministic, so that
+// a waiter counted up is counted down under the same attributes, and fast,
+// as it runs on every event. Map unbounded names to a few classes, for
+// example "account:42" to "account": every distinct value is a time series
+// in each instrument. Without this option no instrument has a lock name.
+func WithLockName(fn func(name string) string) Option {
+	return func(c *config) { c.lockName = fn }
+}
+
+// Metrics holds the instruments. Its methods are safe for concurrent use,
+// and one Metrics may observe several Lockers.
+type Metrics struct {
+	wait     metric.Float64Histogram
+	hold     metric.Float64Histogram
+	grants   metric.Int64Counter
+	lost     metric.Int64Counter
+	waiters  metric.Int64UpDownCounter
+	failures metric.Int64Counter
+
+	lockName func(string) string
+	unnamed  *attrSets // events whose lock name maps to no attribute
+	named    sync.Map  // mapped lock name -> *attrSets
+}
+
+// attrSets are the measurement options for one value of the lock-name
+// attribute, built once so that recording allocates nothing.
+type attrSets struct {
+	outcome  [numOutcomes][]metric.RecordOption
+	released []metric.RecordOption
+	lostEnd  []metric.RecordOption
+	add      []metric.AddOption
+}
+
+// outcome indexes attrSets.outcome.
+type outcome int
+
+const (
+	granted outcome = iota
+	cancelled
+	timedOut
+	closed
+	failed
+	numOutcomes
+)
+
+var outcomeNames = [numOutcomes]string{OutcomeGranted, OutcomeCancelled, OutcomeTimedOut, OutcomeClosed, OutcomeError}
+
+// New makes the instruments. It fails only if the MeterProvider refuses
+// one of them; the Metrics is then still usable, with a no-op instrument in
+// place of each refused one, as the OpenTelemetry API provides.
+func New(opts ...Option) (*Metrics, error) {
+	var c config
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&c)
+		}
+	}
+	if c.provider == nil {
+		c.provider = otel.GetMeterProvider()
+	}
+	meter := c.provider.Meter(ScopeName)
+	m := &Metrics{lockName: c.lockName, unnamed: newAttrSets(nil)}
+	var err, e error
+	m.wait, e = meter.Float64Histogram("fairlock.acquire.wait",
+		metric.WithDescription("Time from an Acquire call to its outcome: the grant, or giving up."),
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(WaitBuckets...))
+	err = errors.Join(err, e)
+	m.hold, e = meter.Float64Histogram("fairlock.lease.hold",
+		metric.WithDescription("Time from a grant to the lease's release or loss."),
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(WaitBuckets...))
+	err = errors.Join(err, e)
+	m.grants, e = meter.Int64Counter("fairlock.lease.grants",
+		metric.WithDescription("Leases granted."), metric.WithUnit("{grant}"))
+	err = errors.Join(err, e)
+	m.lost, e = meter.Int64Counter("fairlock.lease.lost",
+		metric.WithDescription("Leases lost: not renewed in time, or no longer known to Redis."), metric.WithUnit("{lease}"))
+	err = errors.Join(err, e)
+	m.waiters, e = meter.Int64UpDownCounter("fairlock.waiters",
+		metric.WithDescription("Waiters of this process queued for a lock."), metric.WithUnit("{waiter}"))
+	err = errors.Join(err, e)
+	m.failures, e = meter.Int64Counter("fairlock.heartbeat.failures",
+		metric.WithDescription("Heartbeat calls to Redis that failed."), metric.WithUnit("{failure}"))
+	err = errors.Join(err, e)
+	return m, err
+}
+
+func newAttrSets(extra []attribute.KeyValue) *attrSets {
+	record := func(kv ...attribute.KeyValue) []metric.RecordOption {
+		return []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(append(kv, extra...)...))}
+	}
+	s := &attrSets{
+		released: record(LeaseEndKey.String("released")),
+		lostEnd:  record(LeaseEndKey.String("lost")),
+		add:      []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(extra...))},
+	}
+	for i, name := range outcomeNames {
+		s.outcome[i] = record(OutcomeKey.String(name))
+	}
+	return s
+}
+
+// Option returns the fairlock option that installs m as a Locker's
+// observer. A Locker has one observer; to feed m and something else, pass
+// fairlock.WithObserver a function that calls m.Observe and the other.
+func (m *Metrics) Option() fairlock.Option { return fairlock.WithObserver(m.Observe) }
+
+// Observe records one event. It is a fairlock observer: pass it to
+// fairlock.WithObserver, or use m.Option.
+func (m *Metrics) Observe(e fairlock.Event) {
+	ctx := context.Background()
+	switch e.Kind {
+	case fairlock.EventEnqueued:
+		m.waiters.Add(ctx, 1, m.sets(e.Name).add...)
+	case fairlock.EventGranted:
+		s := m.sets(e.Name)
+		if e.Queued {
+			m.waiters.Add(ctx, -1, s.add...)
+		}
+		m.grants.Add(ctx, 1, s.add...)
+		m.wait.Record(ctx, e.Wait.Seconds(), s.outcome[granted]...)
+	case fairlock.EventCancelled:
+		s := m.sets(e.Name)
+		if e.Queued {
+			m.waiters.Add(ctx, -1, s.add...)
+		}
+		if o, final := outcomeOf(e.Err); final {
+			m.wait.Record(ctx, e.Wait.Seconds(), s.outcome[o]...)
+		}
+	case fairlock.EventReleased:
+		m.hold.Record(ctx, e.Held.Seconds(), m.sets(e.Name).released...)
+	case fairlock.EventLost:
+		s := m.sets(e.Name)
+		m.lost.Add(ctx, 1, s.add...)
+		m.hold.Record(ctx, e.Held.Seconds(), s.lostEnd...)
+	case fairlock.EventHeartbeatFailed:
+		m.failures.Add(ctx, 1, m.sets(e.Name).add...)
+	}
+}
+
+// outcomeOf maps the Err of an EventCancelled to its outcome. final is
+// false for a waiter that lost its place and queues again: its Acquire goes
+// on. The context's errors come first, since a failed withdrawal from the
+// queue is joined to them and does not change why the caller gave up.
+func outcomeOf(err error) (o outcome, final bool) {
+	switch {
+	case errors.Is(err, fairlock.ErrPlaceLost):
+		return 0, false
+	case errors.Is(err, context.DeadlineExceeded):
+		return timedOut, true
+	case errors.Is(err, context.Canceled):
+		return cancelled, true
+	case errors.Is(err, fairlock.ErrClosed):
+		return closed, true
+	}
+	return failed, true
+}
+
+// sets returns the measurement options for lock name.
+func (m *Metrics) sets(name string) *attrSets {
+	if m.lockName == nil {
+		return m.unnamed
+	}
+	v := m.lockName(name)
+	if v == "" {
+		return m.unnamed
+	}
+	if s, ok := m.named.Load(v); ok {
+		return s.(*attrSets)
+	}
+	s, _ := m.named.LoadOrStore(v, newAttrSets([]attribute.KeyValue{LockNameKey.String(v)}))
+	return s.(*attrSets)
+}
