@@ -16,7 +16,6 @@ type Lease struct {
 	ref    *lockRef
 	token  string
 	fence  int64
-	meta   any // metaArgs.flag: whether Redis has metadata of token to drop or keep
 	done   chan struct{}
 
 	mu        sync.Mutex
@@ -25,6 +24,7 @@ type Lease struct {
 	expiry    *time.Timer // ends the lease as lost at deadline, whatever the heartbeat is doing
 	claimed   bool        // extended to the full lease TTL at least once
 	releasing bool        // Release was sent: a heartbeat that finds the lock gone is no loss
+	hasMeta   bool        // Redis has metadata under token to drop or keep; never changed, so read without mu
 	granted   time.Time   // when Acquire handed it out, for Event.Held; zero before
 }
 
@@ -75,7 +75,7 @@ func (s *Lease) release(ctx context.Context) error {
 	if ended {
 		return ErrNotHeld
 	}
-	n, err := releaseScript.run(ctx, s.locker.client, s.ref, s.ref.call(s.token, s.ref.notify[0], s.ref.notify[1], s.meta)).Int()
+	n, err := releaseScript.run(ctx, s.locker.client, s.ref, s.ref.call(s.token, s.ref.notify[0], s.ref.notify[1], metaFlag(s.hasMeta))).Int()
 	switch {
 	case err != nil:
 		s.end(ErrReleased)
@@ -103,7 +103,7 @@ func (s *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		return ErrNotHeld
 	}
 	sent := time.Now()
-	n, err := extendScript.run(ctx, s.locker.client, s.ref, s.ref.call(s.token, ttl.Milliseconds(), s.meta)).Int()
+	n, err := extendScript.run(ctx, s.locker.client, s.ref, s.ref.call(s.token, ttl.Milliseconds(), metaFlag(s.hasMeta))).Int()
 	if err != nil {
 		return fmt.Errorf("fairlock: extend %s: %w", quoteName(s.ref.name), err)
 	}

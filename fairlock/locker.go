@@ -56,7 +56,7 @@ type waiter struct {
 	token string    // guarded by Locker.mu: a waiter that lost its place queues anew with a new token
 	since time.Time // guarded by Locker.mu: when the request that set its Redis deadline was sent
 	start time.Time // when its Acquire call began, for Event.Wait
-	meta  metaArgs  // its Acquire's WithMetadata, as script arguments
+	meta  string    // its Acquire's WithMetadata, "" if none
 	// queued is set once EventEnqueued reported it, so that the event that
 	// reports it leaving says so (Event.Queued). Only its Acquire touches it.
 	queued bool
@@ -146,7 +146,6 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 	if len(ac.metadata) > MaxMetadataLen {
 		return nil, fmt.Errorf("%w: metadata of %s is longer than MaxMetadataLen (%s)", ErrInvalid, byteSize(len(ac.metadata)), byteSize(MaxMetadataLen))
 	}
-	meta := newMetaArgs(ac.metadata)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -167,7 +166,7 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 		}
 	}
 	for {
-		w := l.newWaiter(ref, start, meta)
+		w := l.newWaiter(ref, start, ac.metadata)
 		w.onPosition = ac.onPosition
 		sent := time.Now()
 		reply, err := l.enqueue(ctx, w, mode)
@@ -227,7 +226,7 @@ func (l *Locker) accept(ctx context.Context, w *waiter, fence int64, start time.
 	claimed := false
 	if time.Until(deadline) < l.heartbeat {
 		sent := time.Now()
-		held, err := extendScript.run(ctx, l.client, w.ref, w.ref.call(w.token, l.leaseMs, w.meta.flag)).Int()
+		held, err := extendScript.run(ctx, l.client, w.ref, w.ref.call(w.token, l.leaseMs, metaFlag(w.meta != ""))).Int()
 		if err != nil {
 			l.leave(w, ctxError(ctx, err))
 			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %s: %w", quoteName(w.ref.name), err))
@@ -250,7 +249,7 @@ func (l *Locker) accept(ctx context.Context, w *waiter, fence int64, start time.
 // So a call already sent ends when go-redis returns (its read timeout, or
 // the context's deadline with ContextTimeoutEnabled), and then leaves.
 func (l *Locker) enqueue(ctx context.Context, w *waiter, mode any) (int64, error) {
-	args := w.ref.call(w.token, l.leaseMs, l.waiterMs, w.ref.notify[0], w.ref.notify[1], mode, w.meta.value)
+	args := w.ref.call(w.token, l.leaseMs, l.waiterMs, w.ref.notify[0], w.ref.notify[1], mode, metaValue(w.meta))
 	reply, err := acquireScript.run(ctx, l.client, w.ref, args).Int64()
 	if err != nil {
 		// The reply may be lost, not the request: remove the entry by its token.
@@ -281,7 +280,7 @@ func (l *Locker) enter() bool {
 
 // newWaiter registers a waiter under a fresh token before the request that
 // queues it is sent, so that a grant message arriving right after finds it.
-func (l *Locker) newWaiter(ref *lockRef, start time.Time, meta metaArgs) *waiter {
+func (l *Locker) newWaiter(ref *lockRef, start time.Time, meta string) *waiter {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seq++
@@ -346,7 +345,7 @@ func (l *Locker) leave(w *waiter, why error) {
 func (l *Locker) withdraw(w *waiter, why error, left Event) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.waiterTTL)
 	defer cancel()
-	err := cancelScript.run(ctx, l.client, w.ref, w.ref.call(w.token, w.ref.notify[0], w.ref.notify[1], w.meta.flag)).Err()
+	err := cancelScript.run(ctx, l.client, w.ref, w.ref.call(w.token, w.ref.notify[0], w.ref.notify[1], metaFlag(w.meta != ""))).Err()
 	if err != nil {
 		why = errors.Join(why, fmt.Errorf("fairlock: leaving the queue: %w", err))
 	}
@@ -382,7 +381,7 @@ func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, deadline tim
 		ref:     ref,
 		token:   token,
 		fence:   fence,
-		meta:    w.meta.flag,
+		hasMeta: w.meta != "",
 		done:    make(chan struct{}),
 		claimed: claimed,
 	}

@@ -53,23 +53,27 @@ var (
 	modeCount any = "count"
 )
 
-// metaArgs is an Acquire's metadata as script arguments: the string for
-// acquire.lua, and a flag that tells release, cancel and extend whether
-// there is an entry to drop or keep. Without metadata both are "", boxed
-// once, so such a call allocates nothing more and its scripts run no
-// command for metadata.
-type metaArgs struct{ value, flag any }
-
+// Metadata as script arguments: acquire.lua takes the string, and
+// release, cancel and extend a flag that says whether there is an entry to
+// drop or keep. Without metadata both are "", boxed once, so such a call
+// allocates nothing more and its scripts run no command for metadata.
 var (
 	noMeta  any = ""
 	hasMeta any = "1"
 )
 
-func newMetaArgs(metadata string) metaArgs {
+func metaValue(metadata string) any {
 	if metadata == "" {
-		return metaArgs{noMeta, noMeta}
+		return noMeta
 	}
-	return metaArgs{metadata, hasMeta}
+	return metadata
+}
+
+func metaFlag(has bool) any {
+	if has {
+		return hasMeta
+	}
+	return noMeta
 }
 
 // heartbeatCall is one heartbeat.lua call: one lock of this Locker.
