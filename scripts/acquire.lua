@@ -11,11 +11,12 @@
 -- else -1.
 local token, meta = ARGV[1], ARGV[7]
 -- storeMeta keeps the caller's metadata, if any, under token for at least
--- ttl ms: as long as the grant or the waiter it belongs to.
+-- ttl ms: as long as the grant or the waiter it belongs to. The hash may be
+-- new: the last release or cancel removed it with its last entry.
 local function storeMeta(ttl)
   if meta == '' then return end
   redis.call('HSET', metaKey, token, meta)
-  keepFor(metaKey, ttl)
+  keepFor(metaKey, ttl, true)
 end
 -- The fast path: a free lock with an empty queue is taken in three
 -- commands. A free lock with live waiters (its holder expired unreleased)
@@ -28,14 +29,16 @@ if redis.call('SET', lockKey, token, 'NX', 'PX', ARGV[2]) then
 end
 if ARGV[6] == 'try' then return 0 end
 local waiterTTL = tonumber(ARGV[3])
-redis.call('RPUSH', queueKey, token)
+local queued = redis.call('RPUSH', queueKey, token)
 redis.call('ZADD', aliveKey, nowMs() + waiterTTL, token)
 -- Each waiter's order is one above the last live waiter's.
 local last = redis.call('ZRANGE', orderKey, -1, -1, 'WITHSCORES')
 redis.call('ZADD', orderKey, (tonumber(last[2]) or 0) + 1, token)
-keepFor(queueKey, waiterTTL)
-keepFor(aliveKey, waiterTTL)
-keepFor(orderKey, waiterTTL)
+-- alive and order hold the same live waiters: both are new when order was
+-- empty. The list may also hold dead entries: it is new when it had none.
+keepFor(queueKey, waiterTTL, queued == 1)
+keepFor(aliveKey, waiterTTL, #last == 0)
+keepFor(orderKey, waiterTTL, #last == 0)
 storeMeta(waiterTTL)
 if ARGV[6] ~= 'count' then return -1 end
 return -redis.call('ZCOUNT', aliveKey, '(' .. nowMs(), '+inf')

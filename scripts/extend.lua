@@ -9,6 +9,7 @@ if redis.call('GET', lockKey) ~= ARGV[1] then
   return 0
 end
 redis.call('PEXPIRE', lockKey, ARGV[2])
--- The metadata lives as long as the lease, however long that is made.
-if ARGV[3] ~= '' then keepFor(metaKey, tonumber(ARGV[2])) end
+-- The metadata lives as long as the lease, however long that is made; the
+-- hash is not new, since it holds token's entry.
+if ARGV[3] ~= '' then keepFor(metaKey, tonumber(ARGV[2]), false) end
 return 1

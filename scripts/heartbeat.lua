@@ -20,7 +20,7 @@ local reply = {0}
 -- Tokens found gone here: their metadata goes too.
 local gone = {}
 if ARGV[5] ~= '' and holder == ARGV[5] then
-  keepFor(lockKey, leaseTTL)
+  keepFor(lockKey, leaseTTL, false)
   reply[1] = 1
 elseif ARGV[5] ~= '' then
   gone[1] = ARGV[5]
@@ -68,9 +68,9 @@ for i, token in ipairs(tokens) do
 end
 eachBatch(renew, 2 * batch, function(...) redis.call('ZADD', aliveKey, ...) end)
 if #tokens > 0 then
-  keepFor(queueKey, waiterTTL)
-  keepFor(aliveKey, waiterTTL)
-  keepFor(orderKey, waiterTTL)
+  keepFor(queueKey, waiterTTL, true)
+  keepFor(aliveKey, waiterTTL, true)
+  keepFor(orderKey, waiterTTL, true)
 end
 -- Metadata: one HLEN when nobody gave any. A holder that died leaves its
 -- entry behind, named by nobody. When the hash has more entries than the
@@ -94,6 +94,6 @@ if redis.call('HLEN', metaKey) > 0 then
     end
     eachBatch(orphans, batch, function(...) redis.call('HDEL', metaKey, ...) end)
   end
-  keepFor(metaKey, math.max(waiterTTL, leaseTTL))
+  keepFor(metaKey, math.max(waiterTTL, leaseTTL), true)
 end
 return reply
