@@ -25,15 +25,17 @@ func TestACLRuleIsEnough(t *testing.T) {
 	a := newLocker(t, primary.ClientAs(t, "fairlock-app", "app-secret"))
 	b := newLocker(t, primary.ClientAs(t, "fairlock-app", "app-secret"))
 
-	s, err := a.TryAcquire(ctx, "acl")
+	s, err := a.TryAcquire(ctx, "acl", fairlock.WithMetadata("holder"))
 	if err != nil {
 		t.Fatalf("TryAcquire: %v", err)
 	}
-	if st, err := b.Inspect(ctx, "acl"); err != nil || st.Holder != s.Token() {
+	if st, err := b.Inspect(ctx, "acl"); err != nil || st.Holder != s.Token() || st.Metadata != "holder" {
 		t.Fatalf("Inspect: %+v, %v", st, err)
 	}
 	// Contended: b queues, a's Release grants it through PUBLISH.
-	w := queueBehind(t, ctx, b, "acl")
+	w := queueBehind(t, ctx, b, "acl", fairlock.WithMetadata("waiter"))
+	// A dead holder's metadata: the heartbeat finds and drops it.
+	primary.Client(t).HSet(ctx, "fairlock:{acl}:meta", "crashed:1", "x")
 	// The heartbeat renews a's lease past its TTL, also after SCRIPT FLUSH
 	// (the heartbeat pipeline then reloads its script with SCRIPT LOAD).
 	time.Sleep(leaseTTL / 2)
@@ -41,6 +43,9 @@ func TestACLRuleIsEnough(t *testing.T) {
 	time.Sleep(leaseTTL)
 	if s.Err() != nil {
 		t.Fatalf("lease not renewed under the ACL rule: %v", s.Err())
+	}
+	if n := primary.Client(t).HExists(ctx, "fairlock:{acl}:meta", "crashed:1").Val(); n {
+		t.Fatal("the heartbeat kept a dead holder's metadata")
 	}
 	if err := s.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
@@ -90,4 +95,45 @@ func TestACLWithoutTheRule(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A user whose rule lacks the channel pattern: an Acquire that has to wait
+// fails at once with Redis's refusal of the subscription, not a heartbeat
+// later (one that finds the lock free takes the fast path, which needs no
+// subscription); a Release
+// that hands the lock on says that the hand-off was written and only its
+// notification was refused.
+func TestACLWithoutTheChannels(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.SetUser(t, "ACL SETUSER nochannels on >pw resetkeys resetchannels ~fairlock:* +@all")
+	ctx := withTimeout(t, 20*time.Second)
+	// A long heartbeat, so that waiting one would show.
+	slow := []fairlock.Option{fairlock.WithLeaseTTL(30 * time.Second), fairlock.WithWaiterTTL(30 * time.Second)}
+	l := newLocker(t, srv.ClientAs(t, "nochannels", "pw"), slow...)
+	holder := mustAcquire(t, newLocker(t, srv.Client(t)), "x")
+	for range 2 { // the second time on the connection the first one opened
+		start := time.Now()
+		_, err := l.Acquire(ctx, "x")
+		if took := time.Since(start); err == nil || !strings.Contains(err.Error(), "NOPERM") || took > time.Second {
+			t.Fatalf("Acquire: %v after %v, want NOPERM at once", err, took)
+		}
+		t.Logf("Acquire: %v", err)
+	}
+
+	holder.Release(ctx)
+	s, err := l.TryAcquire(ctx, "x") // TryAcquire does not subscribe
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := queueBehind(t, ctx, newLocker(t, srv.Client(t)), "x")
+	err = s.Release(ctx)
+	if !errors.Is(err, fairlock.ErrReleased) || !strings.Contains(err.Error(), "handed to the next waiter") || !strings.Contains(err.Error(), "channel pattern") {
+		t.Fatalf("Release whose notification was refused: %v, want ErrReleased saying so", err)
+	}
+	t.Logf("Release: %v", err)
+	if !errors.Is(s.Err(), fairlock.ErrReleased) {
+		t.Fatalf("lease after the Release: %v", s.Err())
+	}
+	next, _ := await(t, w, heartbeat+slack) // from its heartbeat
+	next.Release(ctx)
 }

@@ -35,6 +35,7 @@ type QueueState struct {
 // A QueuedWaiter is one live waiter in a lock's queue.
 type QueuedWaiter struct {
 	Token    string        // the waiter's token; it becomes the lease token when granted
+	Metadata string        // the waiter's metadata (WithMetadata), "" if none
 	Position int           // 1 is next, counting only live waiters
 	Deadline time.Duration // time left until its heartbeat deadline; it loses its place then
 }
@@ -65,25 +66,26 @@ func (l *Locker) Queue(ctx context.Context, name string) (QueueState, error) {
 func parseQueue(reply any) (QueueState, error) {
 	bad := func() error { return fmt.Errorf("fairlock: unexpected queue reply %v", reply) }
 	arr, ok := reply.([]any)
-	if !ok || len(arr) != 5 {
+	if !ok || len(arr) != 6 {
 		return QueueState{}, bad()
 	}
-	st, err := parseState(arr[:4])
+	st, err := parseState(arr[:5])
 	if err != nil {
 		return QueueState{}, err
 	}
-	listed, ok := arr[4].([]any)
-	if !ok || len(listed)%2 != 0 {
+	listed, ok := arr[5].([]any)
+	if !ok || len(listed)%3 != 0 {
 		return QueueState{}, bad()
 	}
-	q := QueueState{State: st, Queue: make([]QueuedWaiter, 0, len(listed)/2)}
-	for i := 0; i < len(listed); i += 2 {
+	q := QueueState{State: st, Queue: make([]QueuedWaiter, 0, len(listed)/3)}
+	for i := 0; i < len(listed); i += 3 {
 		token, tok := listed[i].(string)
 		left, lok := listed[i+1].(int64)
-		if !tok || !lok {
+		meta, mok := listed[i+2].(string)
+		if !tok || !lok || !mok {
 			return QueueState{}, bad()
 		}
-		q.Queue = append(q.Queue, QueuedWaiter{Token: token, Position: len(q.Queue) + 1, Deadline: time.Duration(left) * time.Millisecond})
+		q.Queue = append(q.Queue, QueuedWaiter{Token: token, Metadata: meta, Position: len(q.Queue) + 1, Deadline: time.Duration(left) * time.Millisecond})
 	}
 	return q, nil
 }
@@ -195,14 +197,14 @@ func (l *Locker) Names(ctx context.Context) ([]string, error) {
 // globEscaper makes a string match only itself in a SCAN MATCH pattern.
 var globEscaper = strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`)
 
-// parseState reads the reply of inspect.lua, or the first four fields of
+// parseState reads the reply of inspect.lua, or the first five fields of
 // queue.lua's, which are the same.
 func parseState(reply any) (State, error) {
-	holder, ttl, fence, waiters, err := parseInspect(reply)
+	holder, meta, ttl, fence, waiters, err := parseInspect(reply)
 	if err != nil {
 		return State{}, err
 	}
-	st := State{Held: holder != "", Holder: holder, Fence: fence, Waiters: int(waiters)}
+	st := State{Held: holder != "", Holder: holder, Metadata: meta, Fence: fence, Waiters: int(waiters)}
 	if st.Held && ttl > 0 {
 		st.TTL = time.Duration(ttl) * time.Millisecond
 	}

@@ -26,7 +26,8 @@ func benchLocker(b *testing.B, srv *redistest.Server, opts ...Option) *Locker {
 var naiveRelease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0`)
 
 // BenchmarkAcquireRelease is an uncontended acquire and release: two round
-// trips. The observer variant shows what WithObserver costs; naive is the
+// trips. The observer and metadata variants show what WithObserver and
+// WithMetadata cost; naive is the
 // baseline of a spin lock's uncontended cycle (SET NX PX, then a Lua
 // compare-and-delete) on the same server, for the ratio and the
 // allocations.
@@ -46,18 +47,20 @@ func BenchmarkAcquireRelease(b *testing.B) {
 		}
 	})
 	for _, bc := range []struct {
-		name string
-		opts []Option
+		name    string
+		opts    []Option
+		acquire []AcquireOption
 	}{
-		{"observer=off", nil},
-		{"observer=on", []Option{WithObserver(func(Event) {})}},
+		{"observer=off", nil, nil},
+		{"observer=on", []Option{WithObserver(func(Event) {})}, nil},
+		{"metadata=on", nil, []AcquireOption{WithMetadata("host-a pid 4242 job 7")}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			l := benchLocker(b, srv, bc.opts...)
 			ctx := context.Background()
 			b.ReportAllocs()
 			for b.Loop() {
-				s, err := l.Acquire(ctx, "bench")
+				s, err := l.Acquire(ctx, "bench", bc.acquire...)
 				if err != nil {
 					b.Fatal(err)
 				}

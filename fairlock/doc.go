@@ -49,6 +49,8 @@
 // shows a lock's holder and queue, and WithObserver reports every step.
 // For operators, Queue lists a lock's waiters in order, Names the locks in
 // use, and ForceRelease ends a stuck holder's lease (read its warning);
+// WithMetadata labels a waiter and then its lease (a job id, a host) for
+// them to see, and for anyone else who can read the keys;
 // the command cmd/fairlock does the same from a shell. The
 // package fairlocktest runs a Locker on an in-process miniredis for tests.
 // The options explain the lease TTL, the waiter TTL and the heartbeat.

@@ -45,7 +45,7 @@ func hashTag(key string) string {
 func checkKeys(t *testing.T, prefix, name string) []string {
 	t.Helper()
 	keys := lockKeys(prefix, name)
-	if len(keys) != 5 {
+	if len(keys) != 6 {
 		t.Fatalf("lockKeys(%q, %q) returned %d keys", prefix, name, len(keys))
 	}
 	esc := nameEscaper.Replace(name)
@@ -56,7 +56,7 @@ func checkKeys(t *testing.T, prefix, name string) []string {
 	if !ok || back != name {
 		t.Fatalf("escape of %q is %q, which does not read back (got %q, %v)", name, esc, back, ok)
 	}
-	suffixes := []string{"lock", "queue", "alive", "fence", "order"}
+	suffixes := []string{"lock", "queue", "alive", "fence", "order", "meta"}
 	for i, k := range keys {
 		if got := hashTag(k); got != esc {
 			t.Fatalf("key %q of name %q hashes on %q, want the escaped name %q", k, name, got, esc)
@@ -75,7 +75,7 @@ func checkKeys(t *testing.T, prefix, name string) []string {
 	return keys
 }
 
-// FuzzLockKeys: every name maps to four keys in one hash slot, the mapping
+// FuzzLockKeys: every name maps to six keys in one hash slot, the mapping
 // reads back (nameFromKey, as the operator's list uses it), and two
 // different (prefix, name) pairs never share a key.
 func FuzzLockKeys(f *testing.F) {
@@ -195,7 +195,8 @@ func decodeReply(b []byte, depth int) (any, []byte) {
 }
 
 // FuzzReplies: the parsers of every script reply (heartbeat: parseInts;
-// inspect: parseInspect; grant messages: parseGrant) never panic,
+// inspect: parseInspect; queue: parseQueue; force release:
+// parseForceRelease; grant messages: parseGrant) never panic,
 // and what they accept is exactly what was there.
 func FuzzReplies(f *testing.F) {
 	enc := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
@@ -209,12 +210,15 @@ func FuzzReplies(f *testing.F) {
 	arr := func(n int) []byte { return []byte{3, byte(n)} }
 	f.Add(enc(arr(2), i64(1), i64(1795989491926942)), "tok:1 1795989491926942")
 	f.Add(enc(arr(2), i64(2), i64(3)), "a:b:c 12")
-	f.Add(enc(arr(4), str("locker:1"), i64(345), i64(1795989491926942), i64(3)), "x 0")
-	f.Add(enc(arr(4), str(""), i64(-2), i64(0), i64(0)), " 5")
+	f.Add(enc(arr(5), str("locker:1"), i64(345), i64(1795989491926942), i64(3), str("job 7")), "x 0")
+	f.Add(enc(arr(5), str(""), i64(-2), i64(0), i64(0), str("")), " 5")
+	f.Add(enc(arr(5), str("locker:1"), i64(345), i64(1795989491926942), i64(3), i64(4)), "x 1")
 	f.Add(enc(arr(3), i64(1), i64(-1), i64(0)), "tok -7")
 	f.Add(enc(arr(4), i64(1), i64(2), i64(3), i64(4)), "tok 9223372036854775808")
-	f.Add(enc(arr(5), str("locker:1"), i64(345), i64(1795989491926942), i64(2), arr(4), str("w:1"), i64(500), str("w:2"), i64(20)), "q 1")
-	f.Add(enc(arr(5), str(""), i64(-2), i64(0), i64(0), arr(1), str("w:1")), "q 2")
+	f.Add(enc(arr(6), str("locker:1"), i64(345), i64(1795989491926942), i64(2), str("host a"),
+		arr(6), str("w:1"), i64(500), str("job 8"), str("w:2"), i64(20), str("")), "q 1")
+	f.Add(enc(arr(6), str(""), i64(-2), i64(0), i64(0), str(""), arr(2), str("w:1"), i64(500)), "q 2")
+	f.Add(enc(arr(6), str(""), i64(-2), i64(0), i64(1), str(""), arr(3), str("w:1"), i64(500), i64(1)), "q 3")
 	f.Add(enc(arr(3), str("old:1"), str("new:1"), i64(1795989491926943)), "f 1")
 	f.Add(enc(arr(3), str("old:1"), str(""), i64(0)), "f 2")
 	f.Add([]byte{4}, "tok  12")
@@ -236,20 +240,20 @@ func FuzzReplies(f *testing.F) {
 				}
 			}
 		}
-		holder, ttl, fence, waiters, err := parseInspect(reply)
+		holder, meta, ttl, fence, waiters, err := parseInspect(reply)
 		if err == nil {
 			arr, ok := reply.([]any)
-			if !ok || len(arr) != 4 || arr[0] != any(holder) || arr[1] != any(ttl) || arr[2] != any(fence) || arr[3] != any(waiters) {
-				t.Fatalf("parseInspect(%#v) = %q %d %d %d", reply, holder, ttl, fence, waiters)
+			if !ok || len(arr) != 5 || arr[0] != any(holder) || arr[1] != any(ttl) || arr[2] != any(fence) || arr[3] != any(waiters) || arr[4] != any(meta) {
+				t.Fatalf("parseInspect(%#v) = %q %d %d %d %q", reply, holder, ttl, fence, waiters, meta)
 			}
 		}
 		if q, err := parseQueue(reply); err == nil {
-			listed := reply.([]any)[4].([]any)
-			if len(q.Queue) != len(listed)/2 {
-				t.Fatalf("parseQueue(%#v) listed %d waiters", reply, len(q.Queue))
+			listed := reply.([]any)[5].([]any)
+			if len(q.Queue) != len(listed)/3 || q.Metadata != reply.([]any)[4] {
+				t.Fatalf("parseQueue(%#v) = %+v", reply, q)
 			}
 			for i, w := range q.Queue {
-				if w.Position != i+1 || listed[2*i] != any(w.Token) {
+				if w.Position != i+1 || listed[3*i] != any(w.Token) || listed[3*i+2] != any(w.Metadata) {
 					t.Fatalf("parseQueue(%#v): waiter %d is %+v", reply, i, w)
 				}
 			}

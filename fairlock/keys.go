@@ -9,9 +9,9 @@ import (
 )
 
 // MaxNameLen is the longest lock name, in bytes, that fairlock accepts. A
-// name is repeated in each of a lock's four keys, in every script call, and
+// name is repeated in each of a lock's six keys, in every script call, and
 // on Redis Cluster in its notification channel; escaping can triple it. At
-// 4 KiB a call carries at most 48 KiB of name, while any real name (a path,
+// 4 KiB a call carries at most 72 KiB of name, while any real name (a path,
 // a URL, a composite id) fits with room to spare. Longer names are refused
 // with ErrInvalid before any Redis call.
 const MaxNameLen = 4 << 10
@@ -52,11 +52,11 @@ func unescapeName(s string) (name string, ok bool) {
 }
 
 // lockKeys returns the keys of one lock in the order the scripts take them
-// (lock, queue, alive, fence). They share the hash tag {name}, so a Redis
-// Cluster keeps them in one slot.
+// (lock, queue, alive, fence, meta; see scripts/lib/keys.lua). They share
+// the hash tag {name}, so a Redis Cluster keeps them in one slot.
 func lockKeys(prefix, name string) []string {
 	base := keyBase(prefix) + "{" + nameEscaper.Replace(name) + "}:"
-	return []string{base + "lock", base + "queue", base + "alive", base + "fence", base + "order"}
+	return []string{base + "lock", base + "queue", base + "alive", base + "fence", base + "order", base + "meta"}
 }
 
 // keyBase is what every key under prefix starts with.

@@ -24,6 +24,7 @@ type Lease struct {
 	expiry    *time.Timer // ends the lease as lost at deadline, whatever the heartbeat is doing
 	claimed   bool        // extended to the full lease TTL at least once
 	releasing bool        // Release was sent: a heartbeat that finds the lock gone is no loss
+	hasMeta   bool        // Redis has metadata under token to drop or keep; never changed, so read without mu
 	granted   time.Time   // when Acquire handed it out, for Event.Held; zero before
 }
 
@@ -57,6 +58,12 @@ func (s *Lease) Err() error {
 // ErrNotHeld if the lease was already released or lost, and then changes
 // nothing in Redis. If Redis cannot be reached, the lease still ends here
 // (its renewal stops) and the lock frees itself within the lease TTL.
+//
+// If Redis refuses to publish the grant notification (the ACL rule lacks
+// the channel pattern), the hand-off is written all the same, since a script
+// keeps the writes made before a failing command, and the next waiter
+// learns of its grant at its next heartbeat. Release then returns an error
+// that says so and matches ErrReleased, as well as Redis's error.
 func (s *Lease) Release(ctx context.Context) error {
 	return s.release(ctx)
 }
@@ -69,10 +76,14 @@ func (s *Lease) release(ctx context.Context) error {
 	if ended {
 		return ErrNotHeld
 	}
-	n, err := releaseScript.run(ctx, s.locker.client, s.ref, s.ref.call(s.token, s.ref.notify[0], s.ref.notify[1])).Int()
+	n, err := releaseScript.run(ctx, s.locker.client, s.ref, s.ref.call(s.token, s.ref.notify[0], s.ref.notify[1], metaFlag(s.hasMeta))).Int()
 	switch {
 	case err != nil:
 		s.end(ErrReleased)
+		if notifyRefused(err) {
+			return fmt.Errorf("fairlock: release %s: the lock was handed to the next waiter, but Redis refused to notify it, so it learns of its grant at its next heartbeat (does the ACL rule lack the channel pattern?): %w; %w",
+				quoteName(s.ref.name), err, ErrReleased)
+		}
 		return fmt.Errorf("fairlock: release %s: %w", quoteName(s.ref.name), err)
 	case n == 0:
 		s.end(ErrLost)
@@ -93,7 +104,7 @@ func (s *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		return ErrNotHeld
 	}
 	sent := time.Now()
-	n, err := extendScript.run(ctx, s.locker.client, s.ref, s.ref.call(s.token, ttl.Milliseconds())).Int()
+	n, err := extendScript.run(ctx, s.locker.client, s.ref, s.ref.call(s.token, ttl.Milliseconds(), metaFlag(s.hasMeta))).Int()
 	if err != nil {
 		return fmt.Errorf("fairlock: extend %s: %w", quoteName(s.ref.name), err)
 	}

@@ -56,6 +56,7 @@ type waiter struct {
 	token string    // guarded by Locker.mu: a waiter that lost its place queues anew with a new token
 	since time.Time // guarded by Locker.mu: when the request that set its Redis deadline was sent
 	start time.Time // when its Acquire call began, for Event.Wait
+	meta  string    // its Acquire's WithMetadata, "" if none
 	// queued is set once EventEnqueued reported it, so that the event that
 	// reports it leaving says so (Event.Queued). Only its Acquire touches it.
 	queued bool
@@ -142,6 +143,9 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 			opt(&ac)
 		}
 	}
+	if len(ac.metadata) > MaxMetadataLen {
+		return nil, fmt.Errorf("%w: metadata of %s is longer than MaxMetadataLen (%s)", ErrInvalid, byteSize(len(ac.metadata)), byteSize(MaxMetadataLen))
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -158,9 +162,10 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 			mode = modeCount
 		}
 	}
-	fast, subscribed := ref.fastWorth(), false
+	// The fast path writes no metadata: a call with some takes the script.
+	fast, subscribed := ref.fastWorth() && ac.metadata == "", false
 	for {
-		w := l.newWaiter(ref, start)
+		w := l.newWaiter(ref, start, ac.metadata)
 		w.onPosition = ac.onPosition
 		sent := time.Now()
 		if fast {
@@ -172,7 +177,7 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 			}
 			if outcome == fastGranted {
 				l.forget(w)
-				return l.grant(ctx, ref, w.token, fence, sent.Add(l.cfg.leaseTTL), true, start, false)
+				return l.grant(ctx, w, fence, sent.Add(l.cfg.leaseTTL), true, start, false)
 			}
 			if !wait {
 				l.forget(w)
@@ -197,7 +202,7 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 		case reply > 0:
 			ref.busyUntil.Store(0) // it was free: the next call may try the fast path
 			l.forget(w)
-			return l.grant(ctx, ref, w.token, reply, sent.Add(l.cfg.leaseTTL), true, start, false)
+			return l.grant(ctx, w, reply, sent.Add(l.cfg.leaseTTL), true, start, false)
 		case reply == 0:
 			ref.markBusy(l.heartbeat)
 			l.forget(w)
@@ -249,7 +254,7 @@ func (l *Locker) accept(ctx context.Context, w *waiter, fence int64, start time.
 	claimed := false
 	if time.Until(deadline) < l.heartbeat {
 		sent := time.Now()
-		held, err := extendScript.run(ctx, l.client, w.ref, w.ref.call(w.token, l.leaseMs)).Int()
+		held, err := extendScript.run(ctx, l.client, w.ref, w.ref.call(w.token, l.leaseMs, metaFlag(w.meta != ""))).Int()
 		if err != nil {
 			l.leave(w, ctxError(ctx, err))
 			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %s: %w", quoteName(w.ref.name), err))
@@ -263,7 +268,7 @@ func (l *Locker) accept(ctx context.Context, w *waiter, fence int64, start time.
 		deadline, claimed = sent.Add(l.cfg.leaseTTL), true
 	}
 	l.forget(w)
-	return l.grant(ctx, w.ref, w.token, fence, deadline, claimed, start, true)
+	return l.grant(ctx, w, fence, deadline, claimed, start, true)
 }
 
 // enqueue runs acquire.lua for w. It runs on the caller's goroutine: a
@@ -272,7 +277,7 @@ func (l *Locker) accept(ctx context.Context, w *waiter, fence int64, start time.
 // So a call already sent ends when go-redis returns (its read timeout, or
 // the context's deadline with ContextTimeoutEnabled), and then leaves.
 func (l *Locker) enqueue(ctx context.Context, w *waiter, mode any) (int64, error) {
-	args := w.ref.call(w.token, l.leaseMs, l.waiterMs, w.ref.notify[0], w.ref.notify[1], mode)
+	args := w.ref.call(w.token, l.leaseMs, l.waiterMs, w.ref.notify[0], w.ref.notify[1], mode, metaValue(w.meta))
 	reply, err := acquireScript.run(ctx, l.client, w.ref, args).Int64()
 	if err != nil {
 		// The reply may be lost, not the request: remove the entry by its token.
@@ -303,12 +308,13 @@ func (l *Locker) enter() bool {
 
 // newWaiter registers a waiter under a fresh token before the request that
 // queues it is sent, so that a grant message arriving right after finds it.
-func (l *Locker) newWaiter(ref *lockRef, start time.Time) *waiter {
+func (l *Locker) newWaiter(ref *lockRef, start time.Time, meta string) *waiter {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seq++
 	w := &waiter{
 		ref:     ref,
+		meta:    meta,
 		token:   l.id + ":" + strconv.FormatUint(l.seq, 36),
 		start:   start,
 		granted: make(chan int64, 1),
@@ -367,7 +373,7 @@ func (l *Locker) leave(w *waiter, why error) {
 func (l *Locker) withdraw(w *waiter, why error, left Event) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.waiterTTL)
 	defer cancel()
-	err := cancelScript.run(ctx, l.client, w.ref, w.ref.call(w.token, w.ref.notify[0], w.ref.notify[1])).Err()
+	err := cancelScript.run(ctx, l.client, w.ref, w.ref.call(w.token, w.ref.notify[0], w.ref.notify[1], metaFlag(w.meta != ""))).Err()
 	if err != nil {
 		why = errors.Join(why, fmt.Errorf("fairlock: leaving the queue: %w", err))
 	}
@@ -392,16 +398,18 @@ func (l *Locker) dropIfIdle(ll *localLock) {
 	}
 }
 
-// grant makes the Lease for a granted token and puts it under the
+// grant makes the Lease for w's granted token and puts it under the
 // heartbeat's care. If the Locker was closed meanwhile, the lock is released
 // at once rather than left to a holder nobody will return it to. queued says
 // whether the token had been reported by EventEnqueued.
-func (l *Locker) grant(ctx context.Context, ref *lockRef, token string, fence int64, deadline time.Time, claimed bool, start time.Time, queued bool) (*Lease, error) {
+func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, deadline time.Time, claimed bool, start time.Time, queued bool) (*Lease, error) {
+	ref, token := w.ref, w.token
 	s := &Lease{
 		locker:  l,
 		ref:     ref,
 		token:   token,
 		fence:   fence,
+		hasMeta: w.meta != "",
 		done:    make(chan struct{}),
 		claimed: claimed,
 	}
@@ -471,11 +479,12 @@ func (l *Locker) Do(ctx context.Context, name string, fn func(ctx context.Contex
 
 // State is a snapshot of one lock, as Inspect reads it.
 type State struct {
-	Held    bool          // someone holds the lock
-	Holder  string        // the holder's lease token, if held
-	Fence   int64         // the latest fence drawn (0 if none is known): the holder's, or above it if a call that found the lock taken drew one since
-	Waiters int           // live waiters in the queue, not counting the holder
-	TTL     time.Duration // how long the lease has left, if held
+	Held     bool          // someone holds the lock
+	Holder   string        // the holder's lease token, if held
+	Metadata string        // the holder's metadata (WithMetadata), "" if none
+	Fence    int64         // the latest fence drawn (0 if none is known): the holder's, or above it if a call that found the lock taken drew one since
+	Waiters  int           // live waiters in the queue, not counting the holder
+	TTL      time.Duration // how long the lease has left, if held
 }
 
 // Inspect reads the state of the lock called name in one round trip.

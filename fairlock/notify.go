@@ -22,6 +22,8 @@ type subscription struct {
 	node      string // address of the shard's primary ("" off Cluster)
 	lastUsed  time.Time
 	confirmed chan struct{} // closed when Redis confirmed the subscription
+	refused   chan struct{} // closed, after err is set, when Redis refused it
+	err       error
 }
 
 // notifyArgs returns the command and channel prefix the scripts use to
@@ -37,7 +39,8 @@ func (l *Locker) notifyArgs(keys []string) (cmd, prefix string) {
 // subscribe makes sure this Locker listens on the channel of the lock,
 // before a waiter queues on it, so that no grant message can come before
 // the listener. A confirmation slower than a heartbeat is not waited for:
-// the heartbeat finds grants whose message was missed.
+// the heartbeat finds grants whose message was missed. A refusal (the ACL
+// rule lacks the channel) is Redis's error at once, not a heartbeat later.
 func (l *Locker) subscribe(ctx context.Context, ref *lockRef) error {
 	channel := ref.channel
 	node, name := "", ""
@@ -51,7 +54,7 @@ func (l *Locker) subscribe(ctx context.Context, ref *lockRef) error {
 	l.subMu.Lock()
 	sub := l.subs[channel]
 	if sub == nil {
-		sub = &subscription{name: name, node: node, confirmed: make(chan struct{})}
+		sub = newSubscription(name, node)
 		if err := l.listenOn(ctx, node, channel); err != nil {
 			l.subMu.Unlock()
 			return err
@@ -69,11 +72,17 @@ func (l *Locker) subscribe(ctx context.Context, ref *lockRef) error {
 	defer timer.Stop()
 	select {
 	case <-sub.confirmed:
+	case <-sub.refused:
+		return sub.err
 	case <-timer.C:
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	return nil
+}
+
+func newSubscription(name, node string) *subscription {
+	return &subscription{name: name, node: node, confirmed: make(chan struct{}), refused: make(chan struct{})}
 }
 
 // listenOn subscribes channel on the connection to node, opening it (and
@@ -114,6 +123,11 @@ func (l *Locker) listen(ps *redis.PubSub, node string) {
 	for {
 		msg, err := ps.Receive(context.Background())
 		if err != nil {
+			if redis.HasErrorPrefix(err, "NOPERM") {
+				// A refused subscription; the connection itself is sound.
+				l.refused(node, err)
+				continue
+			}
 			select {
 			case <-l.stopped:
 				return
@@ -194,7 +208,8 @@ func (l *Locker) resubscribe(channels []string) {
 		if err != nil {
 			continue // the next Acquire of this lock subscribes again
 		}
-		moved := &subscription{name: sub.name, node: primary.Options().Addr, lastUsed: sub.lastUsed, confirmed: make(chan struct{})}
+		moved := newSubscription(sub.name, primary.Options().Addr)
+		moved.lastUsed = sub.lastUsed
 		if l.listenOn(ctx, moved.node, channel) == nil {
 			l.subs[channel] = moved
 		}
@@ -214,6 +229,29 @@ func (l *Locker) confirmed(channel string) {
 		l.kickHeartbeat() // a resubscription: messages may have been lost
 	default:
 		close(sub.confirmed)
+	}
+}
+
+// refused records Redis's refusal of a subscription on node's connection.
+// Redis does not say which channel it refused, so every subscription there
+// that is still unconfirmed fails; they all share the key prefix, so the
+// ACL rule refuses all of them alike. They are forgotten, and the next
+// Acquire of their locks subscribes anew.
+func (l *Locker) refused(node string, err error) {
+	l.subMu.Lock()
+	defer l.subMu.Unlock()
+	for channel, sub := range l.subs {
+		if sub.node != node {
+			continue
+		}
+		select {
+		case <-sub.confirmed:
+			continue
+		default:
+		}
+		sub.err = err
+		close(sub.refused)
+		delete(l.subs, channel)
 	}
 }
 

@@ -148,6 +148,7 @@ type AcquireOption func(*acquireConfig)
 type acquireConfig struct {
 	onQueued   func(position int)
 	onPosition func(position int)
+	metadata   string
 }
 
 // OnQueued calls fn each time the call joins the queue, with its position
@@ -165,4 +166,19 @@ func OnQueued(fn func(position int)) AcquireOption {
 // after the grant.
 func OnPosition(fn func(position int)) AcquireOption {
 	return func(c *acquireConfig) { c.onPosition = fn }
+}
+
+// MaxMetadataLen is the longest metadata, in bytes, that WithMetadata
+// accepts: enough for a job id, a host name and a little more, while a
+// Queue reply of MaxQueueListed waiters stays within 4 MiB of it.
+const MaxMetadataLen = 4 << 10
+
+// WithMetadata stores s with the waiter in Redis and then with its lease,
+// for operators: Locker.Inspect (State.Metadata), Locker.Queue and the
+// fairlock command show it. It is dropped when the waiter or lease ends.
+// Anyone who can read the lock's keys can read it: put no secret in it.
+// An s longer than MaxMetadataLen makes Acquire and TryAcquire return
+// ErrInvalid before any Redis call; "" stores nothing, at no cost.
+func WithMetadata(s string) AcquireOption {
+	return func(c *acquireConfig) { c.metadata = s }
 }

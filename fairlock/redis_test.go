@@ -46,13 +46,14 @@ func withTimeout(t testing.TB, d time.Duration) context.Context {
 // queueBehind starts Acquire in a goroutine and returns once the waiter is
 // queued, so that arrival order is certain. The lease (or error) arrives on
 // the returned channel.
-func queueBehind(t testing.TB, ctx context.Context, l *fairlock.Locker, name string) <-chan result {
+func queueBehind(t testing.TB, ctx context.Context, l *fairlock.Locker, name string, opts ...fairlock.AcquireOption) <-chan result {
 	t.Helper()
 	out := make(chan result, 1)
 	queued := make(chan struct{})
 	go func() {
 		var once sync.Once
-		s, err := l.Acquire(ctx, name, fairlock.OnQueued(func(int) { once.Do(func() { close(queued) }) }))
+		opts := append([]fairlock.AcquireOption{fairlock.OnQueued(func(int) { once.Do(func() { close(queued) }) })}, opts...)
+		s, err := l.Acquire(ctx, name, opts...)
 		out <- result{s, err}
 	}()
 	select {
@@ -85,9 +86,9 @@ func await(t testing.TB, ch <-chan result, bound time.Duration) (*fairlock.Lease
 	return nil, 0
 }
 
-func mustAcquire(t testing.TB, l *fairlock.Locker, name string) *fairlock.Lease {
+func mustAcquire(t testing.TB, l *fairlock.Locker, name string, opts ...fairlock.AcquireOption) *fairlock.Lease {
 	t.Helper()
-	s, err := l.Acquire(withTimeout(t, 5*time.Second), name)
+	s, err := l.Acquire(withTimeout(t, 5*time.Second), name, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -594,8 +595,8 @@ func TestEveryKeyHasATTL(t *testing.T) {
 	names := []string{"plain", "a{b}c", "{}", "a:b c", "\xff\xfe", "%7B", "{"}
 	var waits []<-chan result
 	for _, name := range names {
-		mustAcquire(t, a, name)
-		waits = append(waits, queueBehind(t, ctx, b, name))
+		mustAcquire(t, a, name, fairlock.WithMetadata("holder of "+name))
+		waits = append(waits, queueBehind(t, ctx, b, name, fairlock.WithMetadata("waiter on "+name)))
 	}
 	keys := rdb.Keys(ctx, "*").Val()
 	for _, k := range keys {
@@ -603,7 +604,7 @@ func TestEveryKeyHasATTL(t *testing.T) {
 			t.Errorf("key %q has no TTL (%v)", k, ttl)
 		}
 	}
-	if len(keys) < 4*len(names) {
+	if len(keys) < 6*len(names) {
 		t.Fatalf("%d keys for %d locks: names collided", len(keys), len(names))
 	}
 	a.Close()

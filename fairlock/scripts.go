@@ -54,6 +54,29 @@ var (
 	modeCount any = "count"
 )
 
+// Metadata as script arguments: acquire.lua takes the string, and
+// release, cancel and extend a flag that says whether there is an entry to
+// drop or keep. Without metadata both are "", boxed once, so such a call
+// allocates nothing more and its scripts run no command for metadata.
+var (
+	noMeta  any = ""
+	hasMeta any = "1"
+)
+
+func metaValue(metadata string) any {
+	if metadata == "" {
+		return noMeta
+	}
+	return metadata
+}
+
+func metaFlag(has bool) any {
+	if has {
+		return hasMeta
+	}
+	return noMeta
+}
+
 // heartbeatCall is one heartbeat.lua call: one lock of this Locker.
 type heartbeatCall struct {
 	ref       *lockRef
@@ -102,6 +125,15 @@ func toAny(ss []string) []any {
 	return out
 }
 
+// notifyRefused tells whether err is Redis refusing a script's PUBLISH or
+// SPUBLISH for want of the channel in the user's ACL rule. Redis 7.0 says
+// "can't publish to the channel", later versions "no permissions to access
+// the ... channel"; keys and commands refused never name a channel.
+func notifyRefused(err error) bool {
+	msg := err.Error()
+	return strings.Contains(msg, "channel") && (strings.Contains(msg, "publish") || strings.Contains(msg, "permissions"))
+}
+
 // parseInts reads a script reply that is an array of integers.
 func parseInts(reply any, n int) ([]int64, error) {
 	arr, ok := reply.([]any)
@@ -118,16 +150,18 @@ func parseInts(reply any, n int) ([]int64, error) {
 }
 
 // parseInspect reads inspect.lua's reply.
-func parseInspect(reply any) (holder string, ttlMs, fence, waiters int64, err error) {
+func parseInspect(reply any) (holder, meta string, ttlMs, fence, waiters int64, err error) {
 	arr, ok := reply.([]any)
-	if ok && len(arr) == 4 {
+	if ok && len(arr) == 5 {
 		holder, ok = arr[0].(string)
-		nums, nerr := parseInts(arr[1:], 3)
-		if ok && nerr == nil {
-			return holder, nums[0], nums[1], nums[2], nil
+		nums, nerr := parseInts(arr[1:4], 3)
+		var mok bool
+		meta, mok = arr[4].(string)
+		if ok && mok && nerr == nil {
+			return holder, meta, nums[0], nums[1], nums[2], nil
 		}
 	}
-	return "", 0, 0, 0, fmt.Errorf("fairlock: unexpected inspect reply %v", reply)
+	return "", "", 0, 0, 0, fmt.Errorf("fairlock: unexpected inspect reply %v", reply)
 }
 
 // parseGrant reads a grant notification, "token fence".

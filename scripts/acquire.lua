@@ -1,20 +1,29 @@
 -- acquire.lua: take the lock if it is free and nobody waits, else queue up.
 -- uses: grant keep
--- KEYS: lock, queue, alive, fence, order (see lib/keys.lua)
+-- KEYS: lock, queue, alive, fence, order, meta (see lib/keys.lua)
 -- ARGV[1] token, ARGV[2] lease TTL ms, ARGV[3] waiter TTL ms,
 -- ARGV[4] notify command, ARGV[5] notify channel prefix (see lib/grant.lua),
 -- ARGV[6] "try" (never queue), "wait" (queue), or "count" (queue and count
--- the position)
+-- the position), ARGV[7] the caller's metadata, or "" for none
 -- Reply: an integer (an array would cost Redis a deferred reply): the
 -- fence (> 0) if granted; 0 if not granted and not queued ("try"); if
 -- queued, -position under "count" (counted from 1 among live waiters),
 -- else -1.
-local token = ARGV[1]
+local token, meta = ARGV[1], ARGV[7]
+-- storeMeta keeps the caller's metadata, if any, under token for at least
+-- ttl ms: as long as the grant or the waiter it belongs to. The hash may be
+-- new: the last release or cancel removed it with its last entry.
+local function storeMeta(ttl)
+  if meta == '' then return end
+  redis.call('HSET', metaKey, token, meta)
+  keepFor(metaKey, ttl, true)
+end
 -- The fast path: a free lock with an empty queue is taken in three
 -- commands. A free lock with live waiters (its holder expired unreleased)
 -- goes to them first: nobody jumps the queue.
 if redis.call('SET', lockKey, token, 'NX', 'PX', ARGV[2]) then
   if redis.call('EXISTS', queueKey) == 0 or not grantNext(ARGV[4], ARGV[5]) then
+    storeMeta(tonumber(ARGV[2]))
     return nextFence()
   end
 end
@@ -30,5 +39,6 @@ redis.call('ZADD', orderKey, (tonumber(last[2]) or 0) + 1, token)
 keepFor(queueKey, waiterTTL, queued == 1)
 keepFor(aliveKey, waiterTTL, #last == 0)
 keepFor(orderKey, waiterTTL, #last == 0)
+storeMeta(waiterTTL)
 if ARGV[6] ~= 'count' then return -1 end
 return -redis.call('ZCOUNT', aliveKey, '(' .. nowMs(), '+inf')

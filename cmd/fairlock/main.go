@@ -50,7 +50,7 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"inspect": {"[-json] NAME", "holder, fence, lease left and the waiters in queue order", true, inspectFlags},
+	"inspect": {"[-json] NAME", "holder, fence, lease left and the waiters in queue order, with their metadata", true, inspectFlags},
 	"list":    {"", "the names of the locks that have a holder or waiters", false, listFlags},
 	"watch":   {"[-every 1s] [-count N] NAME", "inspect again every interval, marking grants and new waiters, until interrupted", true, watchFlags},
 	"release": {"-force [-yes] NAME", "end the current lease, whoever holds it; the next waiter gets the lock", true, releaseFlags},
@@ -241,8 +241,8 @@ func inspectFlags(fs *flag.FlagSet) func(context.Context, *session, string) erro
 	}
 }
 
-// lockJSON is inspect -json's output. Metadata is empty until fairlock
-// stores a caller's string with a waiter and a grant.
+// lockJSON is inspect -json's output. Metadata is "" for a holder or
+// waiter that gave none (fairlock.WithMetadata).
 type lockJSON struct {
 	Name         string       `json:"name"`
 	Held         bool         `json:"held"`
@@ -262,10 +262,10 @@ type waiterJSON struct {
 }
 
 func toJSON(name string, q fairlock.QueueState) lockJSON {
-	out := lockJSON{Name: name, Held: q.Held, Holder: q.Holder, Fence: q.Fence, TTLMs: q.TTL.Milliseconds(),
+	out := lockJSON{Name: name, Held: q.Held, Holder: q.Holder, Metadata: q.Metadata, Fence: q.Fence, TTLMs: q.TTL.Milliseconds(),
 		WaitersTotal: q.Waiters, Waiters: []waiterJSON{}}
 	for _, w := range q.Queue {
-		out.Waiters = append(out.Waiters, waiterJSON{Token: w.Token, Position: w.Position, DeadlineMs: w.Deadline.Milliseconds()})
+		out.Waiters = append(out.Waiters, waiterJSON{Token: w.Token, Metadata: w.Metadata, Position: w.Position, DeadlineMs: w.Deadline.Milliseconds()})
 	}
 	return out
 }
@@ -273,17 +273,26 @@ func toJSON(name string, q fairlock.QueueState) lockJSON {
 func printQueue(w io.Writer, name string, q fairlock.QueueState) {
 	fmt.Fprintf(w, "lock     %s\n", display(name))
 	if q.Held {
-		fmt.Fprintf(w, "holder   %s\nfence    %d\nlease    %v left\n", q.Holder, q.Fence, q.TTL)
+		fmt.Fprintf(w, "holder   %s%s\nfence    %d\nlease    %v left\n", q.Holder, quoteMeta(q.Metadata), q.Fence, q.TTL)
 	} else {
 		fmt.Fprintf(w, "holder   none (last fence %d)\n", q.Fence)
 	}
 	fmt.Fprintf(w, "waiters  %d\n", q.Waiters)
 	for _, qw := range q.Queue {
-		fmt.Fprintf(w, "  %4d  %s  deadline in %v\n", qw.Position, qw.Token, qw.Deadline)
+		fmt.Fprintf(w, "  %4d  %s  deadline in %v%s\n", qw.Position, qw.Token, qw.Deadline, quoteMeta(qw.Metadata))
 	}
 	if more := q.Waiters - len(q.Queue); more > 0 {
 		fmt.Fprintf(w, "  … and %d more\n", more)
 	}
+}
+
+// quoteMeta shows metadata after a token, always quoted: it is any
+// caller's bytes, and must not pass for output of ours on a terminal.
+func quoteMeta(meta string) string {
+	if meta == "" {
+		return ""
+	}
+	return "  " + strconv.Quote(meta)
 }
 
 // display shows a lock name as it is when that is unambiguous on a
@@ -361,7 +370,7 @@ func changes(prev *fairlock.QueueState, q fairlock.QueueState) []string {
 	var out []string
 	switch {
 	case q.Held && (q.Holder != prev.Holder || q.Fence != prev.Fence):
-		out = append(out, fmt.Sprintf("* granted to %s (fence %d)", q.Holder, q.Fence))
+		out = append(out, fmt.Sprintf("* granted to %s%s (fence %d)", q.Holder, quoteMeta(q.Metadata), q.Fence))
 	case !q.Held && prev.Held:
 		out = append(out, fmt.Sprintf("* %s ended, lock free", prev.Holder))
 	}
@@ -371,7 +380,7 @@ func changes(prev *fairlock.QueueState, q fairlock.QueueState) []string {
 	}
 	for _, w := range q.Queue {
 		if !seen[w.Token] {
-			out = append(out, fmt.Sprintf("+ %s queued at position %d", w.Token, w.Position))
+			out = append(out, fmt.Sprintf("+ %s%s queued at position %d", w.Token, quoteMeta(w.Metadata), w.Position))
 		}
 	}
 	return out
@@ -393,9 +402,9 @@ func releaseFlags(fs *flag.FlagSet) func(context.Context, *session, string) erro
 		}
 		next := "nobody waits: the lock will be free"
 		if len(q.Queue) > 0 {
-			next = "the lock passes to " + q.Queue[0].Token
+			next = "the lock passes to " + q.Queue[0].Token + quoteMeta(q.Queue[0].Metadata)
 		}
-		fmt.Fprintf(s.stdout, "holder %s (fence %d, %v left)\n%s\n", q.Holder, q.Fence, q.TTL, next)
+		fmt.Fprintf(s.stdout, "holder %s%s (fence %d, %v left)\n%s\n", q.Holder, quoteMeta(q.Metadata), q.Fence, q.TTL, next)
 		if !*yes {
 			fmt.Fprintf(s.stdout, "The holder is not stopped: it believes it holds the lock until its next heartbeat,\n"+
 				"and only storage that checks fences is protected. End this lease? [y/N] ")

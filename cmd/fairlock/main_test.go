@@ -39,11 +39,11 @@ func newLocker(t testing.TB, c redis.UniversalClient) *fairlock.Locker {
 	return l
 }
 
-func acquire(t testing.TB, l *fairlock.Locker, name string) *fairlock.Lease {
+func acquire(t testing.TB, l *fairlock.Locker, name string, opts ...fairlock.AcquireOption) *fairlock.Lease {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := l.Acquire(ctx, name)
+	s, err := l.Acquire(ctx, name, opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,13 +52,14 @@ func acquire(t testing.TB, l *fairlock.Locker, name string) *fairlock.Lease {
 
 // queue starts an Acquire of name on l and returns once it is queued; the
 // lease arrives on the channel.
-func queue(t testing.TB, ctx context.Context, l *fairlock.Locker, name string) <-chan *fairlock.Lease {
+func queue(t testing.TB, ctx context.Context, l *fairlock.Locker, name string, opts ...fairlock.AcquireOption) <-chan *fairlock.Lease {
 	t.Helper()
 	out := make(chan *fairlock.Lease, 1)
 	queued := make(chan struct{})
 	go func() {
 		var once sync.Once
-		s, err := l.Acquire(ctx, name, fairlock.OnQueued(func(int) { once.Do(func() { close(queued) }) }))
+		opts := append([]fairlock.AcquireOption{fairlock.OnQueued(func(int) { once.Do(func() { close(queued) }) })}, opts...)
+		s, err := l.Acquire(ctx, name, opts...)
 		if err != nil && ctx.Err() == nil && !errors.Is(err, fairlock.ErrClosed) {
 			t.Errorf("Acquire: %v", err)
 		}
@@ -103,8 +104,8 @@ func TestInspect(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	url := "redis://" + srv.Addr
-	held := acquire(t, newLocker(t, srv.Client(t)), "job:7")
-	w1 := queue(t, ctx, newLocker(t, srv.Client(t)), "job:7")
+	held := acquire(t, newLocker(t, srv.Client(t)), "job:7", fairlock.WithMetadata("host a, pid 7"))
+	w1 := queue(t, ctx, newLocker(t, srv.Client(t)), "job:7", fairlock.WithMetadata("host b"))
 	w2 := queue(t, ctx, newLocker(t, srv.Client(t)), "job:7")
 
 	code, out, stderr := cli(t, ctx, "", "-redis", url, "inspect", "job:7")
@@ -112,7 +113,7 @@ func TestInspect(t *testing.T) {
 		t.Fatalf("inspect: exit %d: %s", code, stderr)
 	}
 	t.Logf("inspect:\n%s", out)
-	for _, want := range []string{"lock     job:7\n", "holder   " + held.Token() + "\n", "fence    ", "waiters  2\n", "     1  ", "     2  ", "deadline in "} {
+	for _, want := range []string{"lock     job:7\n", "holder   " + held.Token() + `  "host a, pid 7"` + "\n", "fence    ", "waiters  2\n", "     1  ", "     2  ", "deadline in ", `  "host b"` + "\n"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("inspect output lacks %q", want)
 		}
@@ -127,8 +128,11 @@ func TestInspect(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &got); err != nil {
 		t.Fatalf("inspect -json printed %q: %v", out, err)
 	}
-	if got.Name != "job:7" || !got.Held || got.Holder != held.Token() || got.Fence < held.Fence() || got.TTLMs <= 0 || got.TTLMs > leaseTTL.Milliseconds() || len(got.Waiters) != 2 {
+	if got.Name != "job:7" || !got.Held || got.Holder != held.Token() || got.Metadata != "host a, pid 7" || got.Fence < held.Fence() || got.TTLMs <= 0 || got.TTLMs > leaseTTL.Milliseconds() || len(got.Waiters) != 2 {
 		t.Fatalf("inspect -json: %+v", got)
+	}
+	if got.Waiters[0].Metadata != "host b" || got.Waiters[1].Metadata != "" {
+		t.Fatalf("inspect -json waiters' metadata: %+v", got.Waiters)
 	}
 	var raw map[string]any
 	json.Unmarshal([]byte(out), &raw)
@@ -251,7 +255,7 @@ func TestWatchMarksGrantsAndNewWaiters(t *testing.T) {
 		done <- result{code, out, stderr}
 	}()
 	time.Sleep(150 * time.Millisecond)
-	w := queue(t, ctx, newLocker(t, srv.Client(t)), "w")
+	w := queue(t, ctx, newLocker(t, srv.Client(t)), "w", fairlock.WithMetadata("job 12"))
 	time.Sleep(250 * time.Millisecond)
 	held.Release(ctx)
 	s := <-w
@@ -263,7 +267,7 @@ func TestWatchMarksGrantsAndNewWaiters(t *testing.T) {
 	if n := strings.Count(r.out, "--- "); n != 8 {
 		t.Errorf("%d readings, want 8", n)
 	}
-	for _, want := range []string{"+ " + s.Token() + " queued at position 1", fmt.Sprintf("* granted to %s (fence %d)", s.Token(), s.Fence())} {
+	for _, want := range []string{"+ " + s.Token() + `  "job 12" queued at position 1`, fmt.Sprintf(`* granted to %s  "job 12" (fence %d)`, s.Token(), s.Fence())} {
 		if !strings.Contains(r.out, want) {
 			t.Errorf("watch output lacks %q", want)
 		}

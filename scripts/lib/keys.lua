@@ -7,4 +7,6 @@
 --   KEYS[5] order  sorted set: live waiter token -> one above the last
 --                  waiter's at enqueue, so that ZRANK is its place among
 --                  the live waiters
-local lockKey, queueKey, aliveKey, fenceKey, orderKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+--   KEYS[6] meta   hash: token -> the caller's metadata, for the waiters and
+--                  the holder that gave one (absent when none did)
+local lockKey, queueKey, aliveKey, fenceKey, orderKey, metaKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]

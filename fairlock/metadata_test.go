@@ -1,0 +1,245 @@
+package fairlock_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fairlock/fairlock/fairlock"
+	"github.com/fairlock/fairlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// metaKey is where the metadata of the waiters and the holder of name are.
+func metaKey(name string) string { return "fairlock:{" + name + "}:meta" }
+
+// metaFields returns the tokens that have metadata stored for name, and
+// fails if the hash exists without a TTL.
+func metaFields(t testing.TB, rdb *redis.Client, name string) []string {
+	t.Helper()
+	ctx := context.Background()
+	fields := rdb.HKeys(ctx, metaKey(name)).Val()
+	if ttl := rdb.PTTL(ctx, metaKey(name)).Val(); len(fields) > 0 && ttl <= 0 {
+		t.Errorf("metadata hash of %q has no TTL (%v)", name, ttl)
+	}
+	return fields
+}
+
+// Metadata goes with the waiter, then with its grant, and is shown by
+// Inspect and Queue; each entry goes when its token leaves.
+func TestMetadataFollowsWaiterAndGrant(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 20*time.Second)
+	l := newLocker(t, srv.Client(t))
+	held := mustAcquire(t, l, "m", fairlock.WithMetadata("host a, job 7"))
+	first := queueBehind(t, ctx, newLocker(t, srv.Client(t)), "m", fairlock.WithMetadata("job 8"))
+	second := queueBehind(t, ctx, newLocker(t, srv.Client(t)), "m")
+	leaving, leave := context.WithCancel(ctx)
+	third := queueBehind(t, leaving, newLocker(t, srv.Client(t)), "m", fairlock.WithMetadata("job 9"))
+
+	if st, err := l.Inspect(ctx, "m"); err != nil || st.Metadata != "host a, job 7" {
+		t.Fatalf("Inspect: %+v, %v", st, err)
+	}
+	q, err := l.Queue(ctx, "m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Metadata != "host a, job 7" || len(q.Queue) != 3 || q.Queue[0].Metadata != "job 8" || q.Queue[1].Metadata != "" || q.Queue[2].Metadata != "job 9" {
+		t.Fatalf("Queue: %+v", q)
+	}
+	if got := metaFields(t, rdb, "m"); len(got) != 3 {
+		t.Fatalf("metadata stored for %q, want the holder, the first and the third", got)
+	}
+
+	leave()
+	if r := <-third; !errors.Is(r.err, context.Canceled) {
+		t.Fatalf("cancelled Acquire: %v", r.err)
+	}
+	if got := metaFields(t, rdb, "m"); len(got) != 2 || slices.Contains(got, q.Queue[2].Token) {
+		t.Fatalf("after the third waiter left: metadata of %q", got)
+	}
+	held.Release(ctx)
+	a, _ := await(t, first, slack)
+	if st, _ := l.Inspect(ctx, "m"); st.Holder != a.Token() || st.Metadata != "job 8" {
+		t.Fatalf("Inspect after the hand-off: %+v", st)
+	}
+	if got := metaFields(t, rdb, "m"); len(got) != 1 || got[0] != a.Token() {
+		t.Fatalf("after the hand-off: metadata of %q, want only %s", got, a.Token())
+	}
+	a.Release(ctx)
+	b, _ := await(t, second, slack)
+	if st, _ := l.Inspect(ctx, "m"); st.Holder != b.Token() || st.Metadata != "" {
+		t.Fatalf("Inspect of a holder without metadata: %+v", st)
+	}
+	b.Release(ctx)
+	if n := rdb.Exists(ctx, metaKey("m")).Val(); n != 0 {
+		t.Fatalf("metadata hash left after every release: %q", rdb.HKeys(ctx, metaKey("m")).Val())
+	}
+}
+
+// Entries of tokens that leave without a release go too: a dead waiter
+// skipped by a grant, a holder forced out, a holder whose lease vanished
+// (found by its own heartbeat), and one nobody names (found by anyone's).
+func TestMetadataOfTokensThatLeaveOtherwise(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 20*time.Second)
+	l := newLocker(t, srv.Client(t))
+
+	held := mustAcquire(t, l, "d", fairlock.WithMetadata("holder"))
+	expired(t, rdb, "d")
+	rdb.HSet(ctx, metaKey("d"), "gone-locker:1", "dead waiter")
+	next := queueBehind(t, ctx, newLocker(t, srv.Client(t)), "d", fairlock.WithMetadata("next"))
+	held.Release(ctx)
+	s, _ := await(t, next, slack)
+	if got := metaFields(t, rdb, "d"); len(got) != 1 || got[0] != s.Token() {
+		t.Fatalf("after a grant that skipped a dead waiter: metadata of %q", got)
+	}
+	if _, err := l.ForceRelease(ctx, "d", s.Token()); err != nil {
+		t.Fatal(err)
+	}
+	if got := metaFields(t, rdb, "d"); len(got) != 0 {
+		t.Fatalf("after ForceRelease: metadata of %q", got)
+	}
+
+	lost := mustAcquire(t, l, "v", fairlock.WithMetadata("vanishing"))
+	rdb.Del(ctx, "fairlock:{v}:lock")
+	select {
+	case <-lost.Done():
+	case <-time.After(heartbeat + slack):
+		t.Fatal("lease not lost")
+	}
+	if got := metaFields(t, rdb, "v"); len(got) != 0 {
+		t.Fatalf("after the holder's heartbeat found its lease gone: metadata of %q", got)
+	}
+
+	// A waiter that lost its place (its deadline passed in Redis): a grant
+	// skips it, its heartbeat tells it, and it queues anew under a new
+	// token; the old token's entry goes.
+	blocker := mustAcquire(t, l, "e")
+	late := newLocker(t, srv.Client(t))
+	claim := queueBehind(t, ctx, late, "e", fairlock.WithMetadata("late"))
+	rdb.ZAdd(ctx, "fairlock:{e}:alive", redis.Z{Score: 1, Member: metaFields(t, rdb, "e")[0]})
+	blocker.Release(ctx) // skips the waiter, now dead in Redis; it queues again
+	s2, _ := await(t, claim, heartbeat+slack)
+	if got := metaFields(t, rdb, "e"); len(got) != 1 || got[0] != s2.Token() {
+		t.Fatalf("after a lost place and a new one: metadata of %q, lease %s", got, s2.Token())
+	}
+	s2.Release(ctx)
+
+	// A holder that died: its entry is named by nobody, and goes at the
+	// next heartbeat of whoever uses the lock.
+	current := mustAcquire(t, l, "v")
+	rdb.HSet(ctx, metaKey("v"), "crashed-locker:1", "died holding")
+	rdb.PExpire(ctx, metaKey("v"), time.Minute)
+	deadline := time.Now().Add(heartbeat + slack)
+	for len(metaFields(t, rdb, "v")) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("a dead holder's metadata outlived a heartbeat: %q", metaFields(t, rdb, "v"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	current.Release(ctx)
+}
+
+// countCommands counts what a client sends.
+type countCommands struct{ n atomic.Int64 }
+
+func (c *countCommands) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *countCommands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.n.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (c *countCommands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		c.n.Add(int64(len(cmds)))
+		return next(ctx, cmds)
+	}
+}
+
+func TestMetadataTooLong(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 10*time.Second)
+	client := srv.Client(t)
+	counter := &countCommands{}
+	client.AddHook(counter)
+	l := newLocker(t, client)
+	long := strings.Repeat("x", fairlock.MaxMetadataLen+1)
+	for what, call := range map[string]func() error{
+		"Acquire":    func() error { _, err := l.Acquire(ctx, "long", fairlock.WithMetadata(long)); return err },
+		"TryAcquire": func() error { _, err := l.TryAcquire(ctx, "long", fairlock.WithMetadata(long)); return err },
+	} {
+		err := call()
+		if !errors.Is(err, fairlock.ErrInvalid) || !strings.Contains(err.Error(), "MaxMetadataLen") || len(err.Error()) > 200 {
+			t.Errorf("%s with %d bytes of metadata: %v, want a short ErrInvalid", what, len(long), err)
+		}
+	}
+	if n := counter.n.Load(); n != 0 {
+		t.Errorf("%d Redis commands sent for refused metadata", n)
+	}
+	if keys := rdb.Keys(ctx, "*").Val(); len(keys) != 0 {
+		t.Errorf("keys written for refused metadata: %q", keys)
+	}
+	s, err := l.TryAcquire(ctx, "long", fairlock.WithMetadata(long[1:]))
+	if err != nil {
+		t.Fatalf("TryAcquire with MaxMetadataLen bytes of metadata: %v", err)
+	}
+	if st, _ := l.Inspect(ctx, "long"); st.Metadata != long[1:] {
+		t.Errorf("Inspect shows %d bytes of metadata, want %d", len(st.Metadata), len(long)-1)
+	}
+	s.Release(ctx)
+}
+
+// Without metadata, an uncontended cycle runs exactly the commands it ran
+// before metadata existed: the fast path's EXISTS, SET and INCR, and the
+// release script. With it, the acquire script instead of the fast path (it
+// writes the metadata), and four more commands: HSET, PEXPIRE GT and NX on
+// the new hash (keep.lua), and HDEL, which removes the hash again.
+func TestMetadataCostsNoCommandWhenUnset(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 10*time.Second)
+	// A heartbeat too slow to come during the cycles.
+	l := newLocker(t, srv.Client(t), fairlock.WithLeaseTTL(30*time.Second), fairlock.WithWaiterTTL(30*time.Second))
+	// The subscription, the scripts and the fence key made.
+	mustAcquire(t, l, "cost").Release(ctx)
+	mustAcquire(t, l, "cost", fairlock.WithMetadata("warm")).Release(ctx)
+	for _, tc := range []struct {
+		opts []fairlock.AcquireOption
+		want string
+	}{
+		{nil, "del=10 evalsha=10 exists=10 get=10 incr=10 lpop=10 set=10"},
+		{[]fairlock.AcquireOption{fairlock.WithMetadata("job 7")}, "del=10 evalsha=20 exists=10 get=10 hdel=10 hset=10 incr=10 lpop=10 pexpire=20 set=10"},
+	} {
+		rdb.ConfigResetStat(ctx)
+		for range 10 {
+			if err := mustAcquire(t, l, "cost", tc.opts...).Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var ran []string
+		for _, line := range strings.Split(rdb.Info(ctx, "commandstats").Val(), "\n") {
+			if stat, ok := strings.CutPrefix(line, "cmdstat_"); ok {
+				name, rest, _ := strings.Cut(stat, ":calls=")
+				calls, _, _ := strings.Cut(rest, ",")
+				if !strings.HasPrefix(name, "config") && name != "info" {
+					ran = append(ran, name+"="+calls)
+				}
+			}
+		}
+		slices.Sort(ran)
+		if got := strings.Join(ran, " "); got != tc.want {
+			t.Errorf("uncontended cycles with %d options ran %q, want %q", len(tc.opts), got, tc.want)
+		}
+	}
+}
