@@ -1041,6 +1041,10 @@ func TestFault10_SlowNetwork(t *testing.T) {
 		fast := e.c.Spawn()
 		e.warmUp(t, slow, "warmup")
 		l, pw := e.hold(name)
+		// A TryAcquire refused on the held lock makes the slow Locker skip
+		// the fast path on it for a heartbeat: its Acquire below goes
+		// straight to the enqueue, whose reply is the one to lose.
+		e.c.H.MustWait(t, 5*time.Second, "TryAcquire refused", isEnd(slow.Acquire(name, 0, "try")))
 		px.SetLatency(0, 400*time.Millisecond)
 		t0 := monoNow()
 		sw := slow.Acquire(name, 5*time.Millisecond)

@@ -653,7 +653,11 @@ func (a *agent) acquire(w, name string, holdUS int64, flags string) {
 	a.mu.Lock()
 	a.cancel[w] = cancel
 	a.mu.Unlock()
-	lease, t, err := a.acquireAs(ctx, a.getLocker().Acquire, w, name)
+	acquire := a.getLocker().Acquire
+	if strings.Contains(flags, "try") {
+		acquire = a.getLocker().TryAcquire
+	}
+	lease, t, err := a.acquireAs(ctx, acquire, w, name)
 	if err != nil {
 		return
 	}
