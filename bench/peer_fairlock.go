@@ -58,6 +58,7 @@ func init() {
 	for name, src := range map[string]string{
 		"acquire": scripts.Acquire, "release": scripts.Release, "cancel": scripts.Cancel,
 		"extend": scripts.Extend, "heartbeat": scripts.Heartbeat, "inspect": scripts.Inspect,
+		"seed": scripts.Seed,
 	} {
 		nameScript(name, redis.NewScript(src))
 	}
