@@ -36,6 +36,7 @@ const (
 // fastAcquire runs the fast path for w and returns the fence of a grant.
 // Its errors leave w to be withdrawn by the caller: the SET may have run.
 func (l *Locker) fastAcquire(ctx context.Context, w *waiter) (fence int64, outcome int, err error) {
+	defer w.ref.trying.Store(false)
 	p := l.client.Pipeline()
 	queued := p.Do(ctx, w.ref.fastArgs[0]...)
 	set := p.Do(ctx, "set", w.ref.args[0], w.token, "nx", "px", l.leaseMs)
@@ -75,9 +76,23 @@ func (r *lockRef) markBusy(d time.Duration) {
 	r.busyUntil.Store(time.Now().Add(d).UnixNano())
 }
 
-// fastWorth tells whether the fast path is worth a try on the lock: not
-// when it was found busy within the last heartbeat, since then it most
-// likely is again, and the queue's path would cost a second round trip.
-func (r *lockRef) fastWorth() bool {
-	return time.Now().UnixNano() > r.busyUntil.Load()
+// fastTry tells whether this call may try the fast path on the lock, and
+// if so claims it: call fastDone after. It is not worth a try, since the
+// lock most likely is taken and the queue's path would then cost a second
+// round trip, and a caller behind it would lose its place in arrival
+// order to a release in between:
+//   - when this Locker found the lock busy within the last heartbeat;
+//   - when this Locker waits for it or holds it;
+//   - while another call of this Locker tries it (a burst of calls).
+func (l *Locker) fastTry(r *lockRef) bool {
+	if time.Now().UnixNano() <= r.busyUntil.Load() || !r.trying.CompareAndSwap(false, true) {
+		return false
+	}
+	l.mu.Lock()
+	_, busyHere := l.locks[r.name]
+	l.mu.Unlock()
+	if busyHere {
+		r.trying.Store(false)
+	}
+	return !busyHere
 }

@@ -103,8 +103,10 @@ type lockRef struct {
 	notify   [2]any // notify command and channel prefix, the ARGV of every script that may grant
 	channel  string // this Locker's channel for the lock's grants
 	// busyUntil is when the fast path is worth trying again (unix ns),
-	// after it found the lock held or waited for.
+	// after it found the lock held or waited for; trying is set while a
+	// call tries it (Locker.fastTry).
 	busyUntil atomic.Int64
+	trying    atomic.Bool
 }
 
 // refCacheSize bounds the lockRefs a Locker keeps: a process that touches

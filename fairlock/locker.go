@@ -163,7 +163,7 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 		}
 	}
 	// The fast path writes no metadata: a call with some takes the script.
-	fast, subscribed := ref.fastWorth() && ac.metadata == "", false
+	fast, subscribed := ac.metadata == "" && l.fastTry(ref), false
 	for {
 		w := l.newWaiter(ref, start, ac.metadata)
 		w.onPosition = ac.onPosition
@@ -200,7 +200,6 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 		}
 		switch {
 		case reply > 0:
-			ref.busyUntil.Store(0) // it was free: the next call may try the fast path
 			l.forget(w)
 			return l.grant(ctx, w, reply, sent.Add(l.cfg.leaseTTL), true, start, false)
 		case reply == 0:
