@@ -8,13 +8,13 @@
 // then serves them until interrupted. With -stdout it prints them once with
 // the SDK's stdout exporter instead, for those who run no Prometheus:
 //
-//	go run ./examples/metrics                  # serve http://localhost:9464/metrics
-//	go run ./examples/metrics -addr :9090
-//	go run ./examples/metrics -stdout          # print them as JSON, then exit
+//	go -C examples/metrics run .               # serve http://localhost:9464/metrics
+//	go -C examples/metrics run . -addr :9090
+//	go -C examples/metrics run . -stdout       # print them as JSON, then exit
 //
 // This example is a module of its own (see go.mod), so that neither the
-// library nor its other examples depend on the SDK or on Prometheus; the
-// go.work at the repository root lets the commands above run from there.
+// library nor its other examples depend on the SDK or on Prometheus; -C
+// runs the commands above from the repository root.
 package main
 
 import (
