@@ -43,7 +43,41 @@ type Results struct {
 	Contended   []ContendedResult   `json:"contended,omitempty"`
 	FIFO        []FIFOResult        `json:"fifo,omitempty"`
 	Scale       []ScaleResult       `json:"scale,omitempty"`
+	Baseline    *Baseline           `json:"baseline,omitempty"`
 	Targets     []Target            `json:"targets,omitempty"`
+}
+
+// Baseline is what an earlier run measured of the paths issue 9 says must
+// not get slower: fairlock's FIFO hand-off and its largest one-name drain.
+type Baseline struct {
+	Date             string  `json:"date"`
+	FIFOPerHandoffus float64 `json:"fifo_per_handoff_us,omitempty"`
+	DrainWaiters     int     `json:"drain_waiters,omitempty"`
+	DrainPerGrantus  float64 `json:"drain_per_grant_us,omitempty"`
+}
+
+// loadBaseline reads the fairlock figures of the run in a results.json.
+func loadBaseline(path string) (*Baseline, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var old Results
+	if err := json.Unmarshal(b, &old); err != nil {
+		return nil, err
+	}
+	base := &Baseline{Date: old.Meta.Date}
+	for _, f := range old.FIFO {
+		if f.Peer == "fairlock" && f.Note == "" {
+			base.FIFOPerHandoffus = f.PerHandoffus
+		}
+	}
+	for _, s := range old.Scale {
+		if s.Peer == "fairlock" && s.Names == 1 && s.Waiters > base.DrainWaiters {
+			base.DrainWaiters, base.DrainPerGrantus = s.Waiters, s.PerGrantus
+		}
+	}
+	return base, nil
 }
 
 func main() {
@@ -79,6 +113,7 @@ func main() {
 		cpuprofile    = flag.String("cpuprofile", "", "write a CPU profile of the whole run")
 		warmup        = flag.Duration("warmup", 3*time.Second, "load Redis and the CPUs this long before measuring (the first seconds after idle run slow here)")
 		reportOnly    = flag.Bool("report-only", false, "re-render results.md and chart.svg from results.json")
+		baseline      = flag.String("baseline", "", "results.json of an earlier run: fairlock's FIFO hand-off and largest drain must be no slower than there (within 25%)")
 		freeport      = flag.Bool("freeport", false, "print a free loopback TCP port and exit")
 
 		child       = flag.Bool("child", false, "internal: worker process of contended-mp")
@@ -113,6 +148,11 @@ func main() {
 		if err := json.Unmarshal(b, &res); err != nil {
 			log.Fatal(err)
 		}
+		if *baseline != "" {
+			if res.Baseline, err = loadBaseline(*baseline); err != nil {
+				log.Fatalf("baseline: %v", err)
+			}
+		}
 		res.Targets = evalTargets(&res)
 		writeAll(*out, &res)
 		return
@@ -144,6 +184,12 @@ func main() {
 		log.Fatalf("redis at %s: %v", e.RedisAddr, err)
 	}
 	res := &Results{Meta: meta(mon, e, peers)}
+	if *baseline != "" {
+		var err error
+		if res.Baseline, err = loadBaseline(*baseline); err != nil {
+			log.Fatalf("baseline: %v", err)
+		}
+	}
 	start := time.Now()
 	logf := func(format string, a ...any) {
 		fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, a...))

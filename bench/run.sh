@@ -62,4 +62,12 @@ if [ "${ETCD_ARGS[0]}" = "-etcd" ]; then
 	done
 fi
 
-bin/bench -redis "127.0.0.1:$RPORT" "${ETCD_ARGS[@]}" -out results "$@"
+# The committed run is the baseline that the FIFO hand-off and the largest
+# drain must not fall behind (a copy: this run overwrites it).
+BASE_ARGS=()
+if [ -f results/results.json ]; then
+	cp results/results.json "$WORK/baseline.json"
+	BASE_ARGS=(-baseline "$WORK/baseline.json")
+fi
+
+bin/bench -redis "127.0.0.1:$RPORT" "${ETCD_ARGS[@]}" "${BASE_ARGS[@]}" -out results "$@"
