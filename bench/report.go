@@ -178,17 +178,17 @@ func evalTargets(res *Results) []Target {
 			add("FIFO", "time per hand-off ≤ 1/2 of etcd's", fmt.Sprintf("%.0f µs vs etcd %.0f µs = %.2f×", ff.PerHandoffus, fe.PerHandoffus, ff.PerHandoffus/fe.PerHandoffus), ff.PerHandoffus*2 <= fe.PerHandoffus)
 		}
 	}
-	// issue 9: no slower than an earlier run, within 25% (this machine's
-	// load moves more than that from hour to hour)
+	// issue 9: no slower than an earlier run, within 50% (three runs of one
+	// session spread 75-118 µs per FIFO hand-off on this machine)
 	if b := res.Baseline; b != nil {
 		if ff != nil && b.FIFOPerHandoffus > 0 {
-			add("FIFO", "time per hand-off ≤ 1.25× the baseline's",
-				fmt.Sprintf("%.0f µs vs %.0f µs on %s = %.2f×", ff.PerHandoffus, b.FIFOPerHandoffus, b.Date, ff.PerHandoffus/b.FIFOPerHandoffus), ff.PerHandoffus <= 1.25*b.FIFOPerHandoffus)
+			add("FIFO", "time per hand-off ≤ 1.5× the baseline's",
+				fmt.Sprintf("%.0f µs vs %.0f µs on %s = %.2f×", ff.PerHandoffus, b.FIFOPerHandoffus, b.Date, ff.PerHandoffus/b.FIFOPerHandoffus), ff.PerHandoffus <= 1.5*b.FIFOPerHandoffus)
 		}
 		for _, s := range res.Scale {
 			if s.Peer == "fairlock" && s.Names == 1 && s.Waiters == b.DrainWaiters && b.DrainPerGrantus > 0 {
-				add("Scale", fmt.Sprintf("%d waiters: drain time per grant ≤ 1.25× the baseline's", s.Waiters),
-					fmt.Sprintf("%.0f µs vs %.0f µs on %s = %.2f×", s.PerGrantus, b.DrainPerGrantus, b.Date, s.PerGrantus/b.DrainPerGrantus), s.PerGrantus <= 1.25*b.DrainPerGrantus)
+				add("Scale", fmt.Sprintf("%d waiters: drain time per grant ≤ 1.5× the baseline's", s.Waiters),
+					fmt.Sprintf("%.0f µs vs %.0f µs on %s = %.2f×", s.PerGrantus, b.DrainPerGrantus, b.Date, s.PerGrantus/b.DrainPerGrantus), s.PerGrantus <= 1.5*b.DrainPerGrantus)
 			}
 		}
 	}
