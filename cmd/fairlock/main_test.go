@@ -321,6 +321,9 @@ func TestOnRedisCluster(t *testing.T) {
 	if code, out, stderr := cli(t, ctx, "", "-redis", ro, "inspect", "alpha"); code != exitOK || !strings.Contains(out, "holder   "+got.Holder) {
 		t.Errorf("inspect on a Cluster as the read-only user: exit %d: %q %s", code, out, stderr)
 	}
+	if code, out, stderr := cli(t, ctx, "", "-redis", ro, "watch", "-every", "50ms", "-count", "2", "alpha"); code != exitOK || !strings.Contains(out, got.Holder) {
+		t.Errorf("watch on a Cluster as the read-only user: exit %d: %q %s", code, out, stderr)
+	}
 	code, out, stderr = cli(t, ctx, "", "-redis", url, "-cluster", "release", "-force", "-yes", "alpha")
 	if code != exitOK {
 		t.Fatalf("release on a Cluster: exit %d: %s %s", code, out, stderr)
