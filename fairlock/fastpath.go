@@ -30,7 +30,8 @@ const fenceSeedFloor = 1_000_000_000_000
 // Outcomes of the fast path.
 const (
 	fastGranted = iota // the lock is ours
-	fastBusy           // held, or others wait: take the queue's path
+	fastHeld           // someone holds it
+	fastQueued         // it was free with entries queued, and is theirs now (they may all be dead: ask the script)
 )
 
 // fastAcquire runs the fast path for w and returns the fence of a grant.
@@ -60,15 +61,17 @@ func (l *Locker) fastAcquire(ctx context.Context, w *waiter) (fence int64, outco
 			return 0, 0, err
 		}
 	}
-	switch {
-	case took && inQueue == 0:
+	if took && inQueue == 0 {
 		return fence, fastGranted, nil
-	case took:
-		// Free but with waiters: theirs. cancel.lua hands it to the head.
-		err = cancelScript.run(ctx, l.client, w.ref, w.ref.call(w.token, w.ref.notify[0], w.ref.notify[1])).Err()
 	}
 	w.ref.markBusy(l.heartbeat)
-	return 0, fastBusy, err
+	if !took {
+		return 0, fastHeld, nil
+	}
+	// Free but with entries queued: theirs. cancel.lua hands it to the first
+	// live one, or frees it if none is.
+	err = cancelScript.run(ctx, l.client, w.ref, w.ref.call(w.token, w.ref.notify[0], w.ref.notify[1])).Err()
+	return 0, fastQueued, err
 }
 
 // markBusy skips the fast path on the lock for d.
@@ -77,7 +80,7 @@ func (r *lockRef) markBusy(d time.Duration) {
 }
 
 // fastTry tells whether this call may try the fast path on the lock, and
-// if so claims it: call fastDone after. It is not worth a try, since the
+// if so claims it until fastAcquire returns. It is not worth a try, since the
 // lock most likely is taken and the queue's path would then cost a second
 // round trip, and a caller behind it would lose its place in arrival
 // order to a release in between:

@@ -179,7 +179,7 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 				l.forget(w)
 				return l.grant(ctx, w, fence, sent.Add(l.cfg.leaseTTL), true, start, false)
 			}
-			if !wait {
+			if !wait && outcome == fastHeld {
 				l.forget(w)
 				return nil, ErrNotAcquired
 			}

@@ -744,6 +744,22 @@ func TestFastPathNeverJumpsTheQueue(t *testing.T) {
 	}
 }
 
+// A free lock whose queue holds only dead entries is free for TryAcquire:
+// the fast path hands it to the queue, which frees it, and the script then
+// grants it.
+func TestTryAcquireOverDeadEntries(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 10*time.Second)
+	token := deadWaiter(t, rdb, "deadonly", 1)
+	rdb.ZAdd(ctx, "fairlock:{deadonly}:alive", redis.Z{Score: float64(time.Now().Add(-time.Second).UnixMilli()), Member: token})
+	s, err := newLocker(t, srv.Client(t)).TryAcquire(ctx, "deadonly")
+	if err != nil {
+		t.Fatalf("TryAcquire of a free lock with only a dead entry queued: %v", err)
+	}
+	s.Release(ctx)
+}
+
 // A fence key that is gone (expired after a day, or lost) is seeded from
 // the clock by the fast path, whether it took the lock or found it taken,
 // and given its TTL.
