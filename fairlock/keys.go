@@ -97,9 +97,9 @@ type lockRef struct {
 	name string
 	keys []string
 	args []any // keys, boxed once so that calls do not allocate them
-	// fastArgs are the fast path's EXISTS queue and INCR fence, built once
-	// (go-redis only reads a command's arguments).
-	fastArgs [2][]any
+	// fastArgs are the fast path's EXISTS queue, INCR fence and PEXPIRE
+	// fence NX, built once (go-redis only reads a command's arguments).
+	fastArgs [3][]any
 	notify   [2]any // notify command and channel prefix, the ARGV of every script that may grant
 	channel  string // this Locker's channel for the lock's grants
 	// busyUntil is when the fast path is worth trying again (unix ns),
@@ -128,7 +128,7 @@ func (l *Locker) ref(name string) *lockRef {
 	for i, k := range keys {
 		r.args[i] = k
 	}
-	r.fastArgs = [2][]any{{"exists", r.args[1]}, {"incr", r.args[3]}}
+	r.fastArgs = [3][]any{{"exists", r.args[1]}, {"incr", r.args[3]}, {"pexpire", r.args[3], fenceTTLMs, "nx"}}
 	cmd, prefix := l.notifyArgs(keys)
 	r.notify = [2]any{cmd, prefix}
 	r.channel = prefix + l.id

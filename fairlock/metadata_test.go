@@ -201,8 +201,8 @@ func TestMetadataTooLong(t *testing.T) {
 }
 
 // Without metadata, an uncontended cycle runs exactly the commands it ran
-// before metadata existed: the fast path's EXISTS, SET and INCR, and the
-// release script. With it, the acquire script instead of the fast path (it
+// before metadata existed: the fast path's EXISTS, SET, INCR and PEXPIRE,
+// and the release script. With it, the acquire script instead of the fast path (it
 // writes the metadata), and four more commands: HSET, PEXPIRE GT and NX on
 // the new hash (keep.lua), and HDEL, which removes the hash again.
 func TestMetadataCostsNoCommandWhenUnset(t *testing.T) {
@@ -218,7 +218,7 @@ func TestMetadataCostsNoCommandWhenUnset(t *testing.T) {
 		opts []fairlock.AcquireOption
 		want string
 	}{
-		{nil, "del=10 evalsha=10 exists=10 get=10 incr=10 lpop=10 set=10"},
+		{nil, "del=10 evalsha=10 exists=10 get=10 incr=10 lpop=10 pexpire=10 set=10"},
 		{[]fairlock.AcquireOption{fairlock.WithMetadata("job 7")}, "del=10 evalsha=20 exists=10 get=10 hdel=10 hset=10 incr=10 lpop=10 pexpire=20 set=10"},
 	} {
 		rdb.ConfigResetStat(ctx)
