@@ -333,7 +333,7 @@ func meta(mon *monitor, e *env, peers []peer) Meta {
 // userArgs drops the flags run.sh sets for this machine (addresses, PIDs,
 // paths), keeping those that change what is measured.
 func userArgs(args []string) []string {
-	drop := map[string]bool{"redis": true, "etcd": true, "etcd-pid": true, "out": true, "cpuprofile": true}
+	drop := map[string]bool{"redis": true, "etcd": true, "etcd-pid": true, "out": true, "cpuprofile": true, "baseline": true}
 	var out []string
 	for i := 0; i < len(args); i++ {
 		a := strings.TrimLeft(args[i], "-")
