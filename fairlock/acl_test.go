@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -109,7 +110,13 @@ func TestACLWithoutTheChannels(t *testing.T) {
 	ctx := withTimeout(t, 20*time.Second)
 	// A long heartbeat, so that waiting one would show.
 	slow := []fairlock.Option{fairlock.WithLeaseTTL(30 * time.Second), fairlock.WithWaiterTTL(30 * time.Second)}
-	l := newLocker(t, srv.ClientAs(t, "nochannels", "pw"), slow...)
+	var cancelled atomic.Int32 // each failed Acquire reports its end
+	observe := fairlock.WithObserver(func(e fairlock.Event) {
+		if e.Kind == fairlock.EventCancelled && e.Err != nil && strings.Contains(e.Err.Error(), "NOPERM") {
+			cancelled.Add(1)
+		}
+	})
+	l := newLocker(t, srv.ClientAs(t, "nochannels", "pw"), append(slow, observe)...)
 	holder := mustAcquire(t, newLocker(t, srv.Client(t)), "x")
 	for range 2 { // the second time on the connection the first one opened
 		start := time.Now()
@@ -120,6 +127,9 @@ func TestACLWithoutTheChannels(t *testing.T) {
 		t.Logf("Acquire: %v", err)
 	}
 
+	if n := cancelled.Load(); n != 2 {
+		t.Errorf("%d EventCancelled for 2 Acquires refused their subscription, want 2", n)
+	}
 	holder.Release(ctx)
 	s, err := l.TryAcquire(ctx, "x") // TryAcquire does not subscribe
 	if err != nil {

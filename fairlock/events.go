@@ -38,9 +38,10 @@ func (k EventKind) String() string {
 //
 // Every Acquire or TryAcquire that reaches Redis ends in exactly one
 // EventGranted or EventCancelled, except a TryAcquire refused with
-// ErrNotAcquired, which reports nothing. A call that fails before it reaches
-// Redis (a bad name, a context already done, a closed Locker, a failed
-// pub/sub subscription) reports nothing either: it never waited. A grant
+// ErrNotAcquired, which reports nothing. An Acquire whose pub/sub
+// subscription fails ends as EventCancelled too. A call that fails before
+// it reaches Redis (a bad name, a context already done, a closed Locker)
+// reports nothing: it never waited. A grant
 // that Acquire gives up before returning it (the Locker was closed, or
 // WithReplicaAck was not met) ends as EventCancelled, and its lease reports
 // no EventReleased or EventLost; every lease Acquire returns reports exactly

@@ -172,7 +172,7 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 			fast = false
 			fence, outcome, err := l.fastAcquire(ctx, w)
 			if err != nil {
-				l.leave(w, err)
+				l.leave(w, ctxError(ctx, err))
 				return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %s: %w", quoteName(name), err))
 			}
 			if outcome == fastGranted {
@@ -188,8 +188,12 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 		// before the listener; the fast path needs none.
 		if wait && !subscribed {
 			if err := l.subscribe(ctx, ref); err != nil {
+				// The fast path may have reached Redis already: this is the
+				// call's end.
 				l.forget(w)
-				return nil, ctxError(ctx, fmt.Errorf("fairlock: subscribe: %w", err))
+				err = ctxError(ctx, fmt.Errorf("fairlock: subscribe: %w", err))
+				l.observe(Event{Kind: EventCancelled, Name: name, Token: w.token, Wait: time.Since(start), Err: err})
+				return nil, err
 			}
 			subscribed = true
 		}

@@ -18,9 +18,10 @@ local function storeMeta(ttl)
   redis.call('HSET', metaKey, token, meta)
   keepFor(metaKey, ttl, true)
 end
--- The fast path: a free lock with an empty queue is taken in three
--- commands. A free lock with live waiters (its holder expired unreleased)
--- goes to them first: nobody jumps the queue.
+-- A free lock with an empty queue is taken in three commands (the Go fast
+-- path does the same without a script; this is for calls with metadata and
+-- for Lockers that found the lock busy). A free lock with live waiters (its
+-- holder expired unreleased) goes to them first: nobody jumps the queue.
 if redis.call('SET', lockKey, token, 'NX', 'PX', ARGV[2]) then
   if redis.call('EXISTS', queueKey) == 0 or not grantNext(ARGV[4], ARGV[5]) then
     storeMeta(tonumber(ARGV[2]))
