@@ -21,12 +21,22 @@ func metaKey(name string) string { return "fairlock:{" + name + "}:meta" }
 // fails if the hash exists without a TTL.
 func metaFields(t testing.TB, rdb *redis.Client, name string) []string {
 	t.Helper()
-	ctx := context.Background()
-	fields := rdb.HKeys(ctx, metaKey(name)).Val()
-	if ttl := rdb.PTTL(ctx, metaKey(name)).Val(); len(fields) > 0 && ttl <= 0 {
-		t.Errorf("metadata hash of %q has no TTL (%v)", name, ttl)
+	// One transaction, so a heartbeat that removes the last field between
+	// the two reads does not look like a hash without a TTL.
+	var keys *redis.StringSliceCmd
+	var ttl *redis.DurationCmd
+	_, err := rdb.TxPipelined(context.Background(), func(p redis.Pipeliner) error {
+		keys = p.HKeys(context.Background(), metaKey(name))
+		ttl = p.PTTL(context.Background(), metaKey(name))
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("reading the metadata hash of %q: %v", name, err)
 	}
-	return fields
+	if fields := keys.Val(); len(fields) > 0 && ttl.Val() <= 0 {
+		t.Errorf("metadata hash of %q has no TTL (%v)", name, ttl.Val())
+	}
+	return keys.Val()
 }
 
 // Metadata goes with the waiter, then with its grant, and is shown by
