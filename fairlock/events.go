@@ -33,6 +33,28 @@ func (k EventKind) String() string {
 	return "unknown"
 }
 
+// LockKind says which primitive an Event is about.
+type LockKind int
+
+// The kinds of lock.
+const (
+	LockMutex     LockKind = iota + 1 // Locker.Acquire, TryAcquire, Do
+	LockSemaphore                     // Semaphore; Event.Permits says how many permits
+	LockRead                          // RWMutex.RLock, TryRLock
+	LockWrite                         // RWMutex.Lock, TryLock
+)
+
+var lockNames = [...]string{"", "mutex", "semaphore", "read", "write"}
+
+// String is the kind's name as log lines show it: "mutex", "semaphore",
+// "read", "write", or "unknown" for a value that is none of the kinds.
+func (k LockKind) String() string {
+	if k > 0 && int(k) < len(lockNames) {
+		return lockNames[k]
+	}
+	return "unknown"
+}
+
 // An Event is one step in the life of a waiter or lease, as seen by this
 // Locker. Observers get them through WithObserver.
 //
@@ -74,6 +96,8 @@ func (k EventKind) String() string {
 type Event struct {
 	Kind     EventKind // what happened
 	Name     string    // lock name
+	Lock     LockKind  // which primitive: a mutex, semaphore, or read-write lock as reader or writer
+	Permits  int       // permits asked for or held: n for LockSemaphore, else 1
 	Token    string    // the waiter's or lease's token
 	Position int       // EventEnqueued, EventMoved: 1 is next in line
 	Fence    int64     // EventGranted, EventReleased, EventLost
