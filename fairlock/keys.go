@@ -113,7 +113,7 @@ type lockRef struct {
 	kind    LockKind   // for the events of the whole lock (LockRead for a read-write lock)
 	scripts *scriptSet // the scripts of its holder store
 	keys    []string
-	args []any // keys, boxed once so that calls do not allocate them
+	args    []any // keys, boxed once so that calls do not allocate them
 	// fastArgs are the fast path's EXISTS queue, INCR fence and PEXPIRE
 	// fence NX, built once (go-redis only reads a command's arguments).
 	fastArgs [3][]any
