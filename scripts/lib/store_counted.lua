@@ -12,7 +12,8 @@ local holdersKey, stateKey = KEYS[1], KEYS[7]
 local cap, used
 
 local function weight(token)
-  return tonumber(string.match(token, '#(%d+)$')) or 1
+  local n = string.match(token, '#(%d+)$')
+  return n and tonumber(n) or 1
 end
 
 -- forget removes a holder that left (released, expired, or ended by force).
