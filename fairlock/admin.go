@@ -18,6 +18,7 @@ import (
 
 var (
 	queueScript        = redis.NewScript(scripts.Queue)
+	censusScript       = redis.NewScript(scripts.Census)
 	forceReleaseScript = redis.NewScript(scripts.ForceRelease)
 )
 
@@ -50,16 +51,22 @@ func (l *Locker) Queue(ctx context.Context, name string) (QueueState, error) {
 	if err := checkName(name); err != nil {
 		return QueueState{}, err
 	}
-	keys := lockKeys(l.cfg.prefix, spaceMutex, name)
-	reply, err := queueScript.RunRO(ctx, l.client, keys, MaxQueueListed).Result()
-	if err != nil && strings.Contains(err.Error(), "not allowed in read-only scripts") {
-		// miniredis (so fairlocktest) counts TIME as a write; Redis does not.
-		reply, err = queueScript.Run(ctx, l.client, keys, MaxQueueListed).Result()
-	}
+	reply, err := l.readOnly(ctx, queueScript, lockKeys(l.cfg.prefix, spaceMutex, name), MaxQueueListed)
 	if err != nil {
 		return QueueState{}, fmt.Errorf("fairlock: queue %s: %w", quoteName(name), err)
 	}
 	return parseQueue(reply)
+}
+
+// readOnly runs a script that only reads, with EVALSHA_RO, so that it runs
+// under a read-only ACL rule.
+func (l *Locker) readOnly(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
+	reply, err := script.RunRO(ctx, l.client, keys, args...).Result()
+	if err != nil && strings.Contains(err.Error(), "not allowed in read-only scripts") {
+		// miniredis (so fairlocktest) counts TIME as a write; Redis does not.
+		reply, err = script.Run(ctx, l.client, keys, args...).Result()
+	}
+	return reply, err
 }
 
 // parseQueue reads queue.lua's reply.
@@ -148,23 +155,37 @@ func parseForceRelease(reply any) (ForceReleaseResult, error) {
 	return r, nil
 }
 
-// Names returns, sorted, the names of the locks under this Locker's key
-// prefix that have a holder or a queue, on every primary of a Redis
-// Cluster. It scans with SCAN, never KEYS, so Redis keeps serving others
-// meanwhile; a lock taken or freed during the scan may be missed or
-// listed. A queue whose waiters all died stays listed until it expires,
-// within the waiter TTL.
-func (l *Locker) Names(ctx context.Context) ([]string, error) {
+// A LockInUse is one lock that has a holder or a queue.
+type LockInUse struct {
+	Name string
+	Kind LockKind // LockMutex, LockSemaphore or LockRWMutex
+}
+
+// Locks returns, sorted by name and kind, the locks of every kind under
+// this Locker's key prefix that have a holder or a queue, on every primary
+// of a Redis Cluster. It scans with SCAN, never KEYS, so Redis keeps
+// serving others meanwhile; a lock taken or freed during the scan may be
+// missed or listed. A queue whose waiters all died stays listed until it
+// expires, within the waiter TTL.
+func (l *Locker) Locks(ctx context.Context) ([]LockInUse, error) {
 	var mu sync.Mutex // ForEachMaster scans the primaries in parallel
-	found := map[string]bool{}
+	found := map[LockInUse]bool{}
+	kinds := []struct {
+		kind   LockKind
+		suffix string // what a key of that kind ends with, after the name's "}:"
+	}{
+		{LockMutex, "lock"}, {LockMutex, "queue"},
+		{LockSemaphore, spaceSemaphore + "holders"}, {LockSemaphore, spaceSemaphore + "queue"},
+		{LockRWMutex, spaceRW + "holders"}, {LockRWMutex, spaceRW + "queue"},
+	}
 	scan := func(ctx context.Context, c *redis.Client) error {
-		for _, kind := range []string{"lock", "queue"} {
-			match := globEscaper.Replace(keyBase(l.cfg.prefix)) + "{*}:" + kind
+		for _, k := range kinds {
+			match := globEscaper.Replace(keyBase(l.cfg.prefix)) + "{*}:" + k.suffix
 			iter := c.Scan(ctx, 0, match, 1000).Iterator()
 			for iter.Next(ctx) {
-				if name, ok := nameFromKey(l.cfg.prefix, kind, iter.Val()); ok {
+				if name, ok := nameFromKey(l.cfg.prefix, k.suffix, iter.Val()); ok {
 					mu.Lock()
-					found[name] = true
+					found[LockInUse{name, k.kind}] = true
 					mu.Unlock()
 				}
 			}
@@ -181,16 +202,37 @@ func (l *Locker) Names(ctx context.Context) ([]string, error) {
 	case *redis.Client:
 		err = scan(ctx, c)
 	default:
-		err = fmt.Errorf("%w: Names needs a *redis.Client or *redis.ClusterClient, not %T", ErrInvalid, l.client)
+		err = fmt.Errorf("%w: listing locks needs a *redis.Client or *redis.ClusterClient, not %T", ErrInvalid, l.client)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("fairlock: names: %w", err)
+		return nil, fmt.Errorf("fairlock: locks: %w", err)
 	}
-	names := make([]string, 0, len(found))
-	for name := range found {
-		names = append(names, name)
+	locks := make([]LockInUse, 0, len(found))
+	for lk := range found {
+		locks = append(locks, lk)
 	}
-	slices.Sort(names)
+	slices.SortFunc(locks, func(a, b LockInUse) int {
+		if c := strings.Compare(a.Name, b.Name); c != 0 {
+			return c
+		}
+		return int(a.Kind) - int(b.Kind)
+	})
+	return locks, nil
+}
+
+// Names returns, sorted, the names of the locks of any kind that Locks
+// lists.
+func (l *Locker) Names(ctx context.Context) ([]string, error) {
+	locks, err := l.Locks(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, lk := range locks {
+		if len(names) == 0 || names[len(names)-1] != lk.Name {
+			names = append(names, lk.Name)
+		}
+	}
 	return names, nil
 }
 

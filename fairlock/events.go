@@ -42,12 +42,14 @@ const (
 	LockSemaphore                     // Semaphore; Event.Permits says how many permits
 	LockRead                          // RWMutex.RLock, TryRLock
 	LockWrite                         // RWMutex.Lock, TryLock
+	LockRWMutex                       // a read-write lock as a whole: its EventHeartbeatFailed, and Locker.Locks
 )
 
-var lockNames = [...]string{"", "mutex", "semaphore", "read", "write"}
+var lockNames = [...]string{"", "mutex", "semaphore", "read", "write", "rwmutex"}
 
 // String is the kind's name as log lines show it: "mutex", "semaphore",
-// "read", "write", or "unknown" for a value that is none of the kinds.
+// "read", "write", "rwmutex", or "unknown" for a value that is none of the
+// kinds.
 func (k LockKind) String() string {
 	if k > 0 && int(k) < len(lockNames) {
 		return lockNames[k]
@@ -97,7 +99,7 @@ func (k LockKind) String() string {
 type Event struct {
 	Kind     EventKind // what happened
 	Name     string    // lock name
-	Lock     LockKind  // which primitive: a mutex, semaphore, or read-write lock as reader or writer (LockRead for its EventHeartbeatFailed)
+	Lock     LockKind  // which primitive: a mutex, semaphore, or read-write lock as reader or writer
 	Permits  int       // permits asked for or held: n for LockSemaphore, else 1
 	Token    string    // the waiter's or lease's token
 	Position int       // EventEnqueued, EventMoved: 1 is next in line

@@ -110,7 +110,7 @@ func checkName(name string) error {
 type lockRef struct {
 	name    string
 	space   string     // spaceMutex, spaceSemaphore or spaceRW
-	kind    LockKind   // for the events of the whole lock (LockRead for a read-write lock)
+	kind    LockKind   // for the events of the whole lock: LockMutex, LockSemaphore or LockRWMutex
 	scripts *scriptSet // the scripts of its holder store
 	keys    []string
 	args    []any // keys, boxed once so that calls do not allocate them
@@ -152,7 +152,7 @@ func (l *Locker) ref(space, name string) *lockRef {
 	case spaceSemaphore:
 		r.kind, r.scripts = LockSemaphore, &countedScripts
 	case spaceRW:
-		r.kind, r.scripts = LockRead, &countedScripts
+		r.kind, r.scripts = LockRWMutex, &countedScripts
 	}
 	for i, k := range keys {
 		r.args[i] = k

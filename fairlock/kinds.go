@@ -36,14 +36,14 @@ type census struct {
 }
 
 // census reads the state of the semaphore (kind LockSemaphore) or
-// read-write lock called name in one round trip.
+// read-write lock called name in one round trip, read-only (EVALSHA_RO),
+// so that an operator's read-only ACL rule allows it.
 func (l *Locker) census(ctx context.Context, kind LockKind, name string) (census, error) {
 	space := spaceRW
 	if kind == LockSemaphore {
 		space = spaceSemaphore
 	}
-	ref := l.ref(space, name)
-	reply, err := censusScript.run(ctx, l.client, ref, ref.call()).Result()
+	reply, err := l.readOnly(ctx, censusScript, l.ref(space, name).keys)
 	if err != nil {
 		return census{}, fmt.Errorf("fairlock: inspect %s: %w", quoteName(name), err)
 	}

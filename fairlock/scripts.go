@@ -34,7 +34,6 @@ var (
 		heartbeat: newScript(scripts.CountedHeartbeat),
 	}
 	inspectScript = newScript(scripts.Inspect)
-	censusScript  = newScript(scripts.Census)
 	seedScript    = newScript(scripts.Seed)
 )
 

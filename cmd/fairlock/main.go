@@ -50,8 +50,8 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"inspect": {"[-json] NAME", "holder, fence, lease left and the waiters in queue order, with their metadata", true, inspectFlags},
-	"list":    {"", "the names of the locks that have a holder or waiters", false, listFlags},
+	"inspect": {"[-json] NAME", "holder, fence, lease left and the waiters in queue order, with their metadata; and the counts of the semaphore and read-write lock of that name, if in use", true, inspectFlags},
+	"list":    {"", "the names of the locks that have a holder or waiters, semaphores and read-write locks marked", false, listFlags},
 	"watch":   {"[-every 1s] [-count N] NAME", "inspect again every interval, marking grants and new waiters, until interrupted", true, watchFlags},
 	"release": {"-force [-yes] NAME", "end the current lease, whoever holds it; the next waiter gets the lock", true, releaseFlags},
 }
@@ -233,12 +233,68 @@ func inspectFlags(fs *flag.FlagSet) func(context.Context, *session, string) erro
 		if err != nil {
 			return err
 		}
+		sem, rw, err := s.kinds(ctx, name)
+		if err != nil {
+			return err
+		}
 		if *asJSON {
-			return json.NewEncoder(s.stdout).Encode(toJSON(name, q))
+			out := toJSON(name, q)
+			if sem != nil {
+				out.Semaphore = &semaphoreJSON{Capacity: sem.Capacity, InUse: sem.InUse, Holders: sem.Holders, Waiters: sem.Waiters, Fence: sem.Fence}
+			}
+			if rw != nil {
+				out.RWMutex = &rwJSON{Writer: rw.Writer, Readers: rw.Readers, Waiters: rw.Waiters, Fence: rw.Fence}
+			}
+			return json.NewEncoder(s.stdout).Encode(out)
 		}
 		printQueue(s.stdout, name, q)
+		if sem != nil {
+			fmt.Fprintf(s.stdout, "semaphore  %d of %d permits held by %d leases, %d waiting, last fence %d\n", sem.InUse, sem.Capacity, sem.Holders, sem.Waiters, sem.Fence)
+		}
+		if rw != nil {
+			holders := fmt.Sprintf("%d readers", rw.Readers)
+			if rw.Writer {
+				holders = "a writer"
+			}
+			fmt.Fprintf(s.stdout, "rwmutex    held by %s, %d waiting, last fence %d\n", holders, rw.Waiters, rw.Fence)
+		}
 		return nil
 	}
+}
+
+// kinds reads the semaphore and the read-write lock called name, each nil
+// unless it has holders or waiters.
+func (s *session) kinds(ctx context.Context, name string) (*fairlock.SemaphoreState, *fairlock.RWState, error) {
+	l, err := s.locker(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Any capacity reads it: Inspect reports the one in use.
+	sem, err := l.Semaphore(name, 1)
+	if err != nil {
+		return nil, nil, err
+	}
+	ss, err := sem.Inspect(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	rw, err := l.RWMutex(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	rs, err := rw.Inspect(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var semOut *fairlock.SemaphoreState
+	var rwOut *fairlock.RWState
+	if ss.Holders > 0 || ss.Waiters > 0 {
+		semOut = &ss
+	}
+	if rs.Writer || rs.Readers > 0 || rs.Waiters > 0 {
+		rwOut = &rs
+	}
+	return semOut, rwOut, nil
 }
 
 // lockJSON is inspect -json's output. Metadata is "" for a holder or
@@ -252,6 +308,25 @@ type lockJSON struct {
 	TTLMs        int64        `json:"ttl_ms"`
 	WaitersTotal int          `json:"waiters_total"`
 	Waiters      []waiterJSON `json:"waiters"`
+	// The semaphore and the read-write lock of the same name, when they
+	// have holders or waiters.
+	Semaphore *semaphoreJSON `json:"semaphore,omitempty"`
+	RWMutex   *rwJSON        `json:"rwmutex,omitempty"`
+}
+
+type semaphoreJSON struct {
+	Capacity int   `json:"capacity"`
+	InUse    int   `json:"in_use"`
+	Holders  int   `json:"holders"`
+	Waiters  int   `json:"waiters"`
+	Fence    int64 `json:"fence"`
+}
+
+type rwJSON struct {
+	Writer  bool  `json:"writer"`
+	Readers int   `json:"readers"`
+	Waiters int   `json:"waiters"`
+	Fence   int64 `json:"fence"`
 }
 
 type waiterJSON struct {
@@ -312,12 +387,16 @@ func listFlags(*flag.FlagSet) func(context.Context, *session, string) error {
 		if err != nil {
 			return err
 		}
-		names, err := l.Names(ctx)
+		locks, err := l.Locks(ctx)
 		if err != nil {
 			return err
 		}
-		for _, name := range names {
-			fmt.Fprintln(s.stdout, display(name))
+		for _, lk := range locks {
+			if lk.Kind == fairlock.LockMutex {
+				fmt.Fprintln(s.stdout, display(lk.Name))
+			} else {
+				fmt.Fprintf(s.stdout, "%s  (%s)\n", display(lk.Name), lk.Kind)
+			}
 		}
 		return nil
 	}

@@ -155,8 +155,29 @@ func TestInspect(t *testing.T) {
 	(<-w2).Release(ctx)
 
 	code, out, _ = cli(t, ctx, "", "inspect", "-json", "job:7")
-	if code != exitOK || !strings.Contains(out, `"held":false`) || !strings.Contains(out, `"waiters":[]`) {
+	if code != exitOK || !strings.Contains(out, `"held":false`) || !strings.Contains(out, `"waiters":[]`) || strings.Contains(out, "semaphore") {
 		t.Errorf("inspect -json of a free lock: exit %d: %s", code, out)
+	}
+
+	// The semaphore and the read-write lock of the same name.
+	l := newLocker(t, srv.Client(t))
+	sem, _ := l.Semaphore("job:7", 3)
+	if _, err := sem.Acquire(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	rw, _ := l.RWMutex("job:7")
+	if _, err := rw.Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	code, out, stderr = cli(t, ctx, "", "inspect", "job:7")
+	for _, want := range []string{"semaphore  2 of 3 permits held by 1 leases, 0 waiting", "rwmutex    held by a writer, 0 waiting"} {
+		if code != exitOK || !strings.Contains(out, want) {
+			t.Errorf("inspect with a semaphore and a read-write lock lacks %q: exit %d: %s %s", want, code, out, stderr)
+		}
+	}
+	code, out, _ = cli(t, ctx, "", "inspect", "-json", "job:7")
+	if code != exitOK || !strings.Contains(out, `"semaphore":{"capacity":3,"in_use":2,"holders":1,"waiters":0,`) || !strings.Contains(out, `"rwmutex":{"writer":true,"readers":0,"waiters":0,`) {
+		t.Errorf("inspect -json with a semaphore and a read-write lock: exit %d: %s", code, out)
 	}
 }
 
@@ -231,8 +252,16 @@ func TestList(t *testing.T) {
 		acquire(t, l, name)
 	}
 	acquire(t, l, "gone").Release(ctx)
+	sem, _ := l.Semaphore("b{1}", 2)
+	if _, err := sem.Acquire(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	rw, _ := l.RWMutex("d")
+	if _, err := rw.RLock(ctx); err != nil {
+		t.Fatal(err)
+	}
 	code, out, stderr := cli(t, ctx, "", "-redis", url, "list")
-	if want := "\"a b\"\nb{1}\nc%\n"; code != exitOK || out != want {
+	if want := "\"a b\"\nb{1}\nb{1}  (semaphore)\nc%\nd  (rwmutex)\n"; code != exitOK || out != want {
 		t.Errorf("list: exit %d: %q (want %q) %s", code, out, want, stderr)
 	}
 	if code, out, _ := cli(t, ctx, "", "-redis", url, "-prefix", "other", "list"); code != exitOK || out != "" {
