@@ -213,6 +213,18 @@ func (w *Waiter) what() string {
 	return w.W
 }
 
+// rank places w's grant in grant order: when (the mutex) or at which
+// fence it was granted; MaxInt64 if never.
+func (w *Waiter) rank() int64 {
+	switch {
+	case w.Granted == 0:
+		return math.MaxInt64
+	case w.Lk == "mutex":
+		return w.Granted
+	}
+	return w.Fence
+}
+
 // conflict tells whether a and b cannot hold at once.
 func conflict(a, b *Waiter) bool { return a.Per+b.Per > min(a.Cap, b.Cap) }
 
@@ -410,22 +422,11 @@ func (r *CheckResult) checkFIFO(evs []Ev, waiters []*Waiter) {
 		}
 	}
 	sort.Slice(live, func(i, j int) bool { return live[i].entered() < live[j].entered() })
-	// order is when (the mutex) or at which fence w was granted, MaxInt64 if
-	// never.
-	order := func(w *Waiter) int64 {
-		switch {
-		case w.Granted == 0:
-			return math.MaxInt64
-		case w.Lk == "mutex":
-			return w.Granted
-		}
-		return w.Fence
-	}
 	// prefix max of order over entered order
 	pm := make([]int64, len(live))
 	pw := make([]*Waiter, len(live))
 	for i, w := range live {
-		pm[i], pw[i] = order(w), w
+		pm[i], pw[i] = w.rank(), w
 		if i > 0 && pm[i-1] > pm[i] {
 			pm[i], pw[i] = pm[i-1], pw[i-1]
 		}
@@ -436,7 +437,7 @@ func (r *CheckResult) checkFIFO(evs []Ev, waiters []*Waiter) {
 		}
 		// a's with entered < b.Call
 		k := sort.Search(len(live), func(i int) bool { return live[i].entered() >= b.Call })
-		if k == 0 || pm[k-1] <= order(b) {
+		if k == 0 || pm[k-1] <= b.rank() {
 			continue
 		}
 		a := pw[k-1]
