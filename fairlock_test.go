@@ -1460,14 +1460,19 @@ func TestFault10_SlowNetwork(t *testing.T) {
 // the next waiter take the lock, then resumes it. Acquire in the resumed
 // process must not return a lease that Redis no longer gives it: it either
 // queues anew or returns a lease its token really holds.
-func TestFault11_PausedWaiterGetsStaleGrant(t *testing.T) {
+func TestFault11_PausedWaiterGetsStaleGrant(t *testing.T) { faultPausedWaiter(t, mutexKind) }
+
+// faultPausedWaiter is TestFault11's scenario on kind k: the paused head
+// and the waiter behind it ask for one of the kind's pairs, so that the
+// second cannot share with the first.
+func faultPausedWaiter(t *testing.T, k kind) {
 	const lease, waiterTTL = 400 * time.Millisecond, 400 * time.Millisecond
-	e := newEnv(t, lease, waiterTTL)
+	e := newKindEnv(t, k, lease, waiterTTL)
 	name := "pausedwaiter"
 	l, pw := e.hold(name)
 	p1, p2 := e.c.Spawn(), e.c.Spawn()
-	w1 := e.queue(t, p1, name, -1, 1, "verify")
-	w2 := e.queue(t, p2, name, -1, 2, "verify")
+	w1 := e.queueReq(t, p1, name, k.pairs[0][0], -1, 1, "verify")
+	w2 := e.queueReq(t, p2, name, k.pairs[0][1], -1, 2, "verify")
 	t0 := p1.Signal(syscall.SIGSTOP)
 	e.release(l, pw) // grants w1 in Redis; its message waits in w1's socket
 	g2 := e.c.H.MustWait(t, waiterTTL+e.hb+5*time.Second, "w2 granted", isKind(w2, "granted"))
@@ -1499,7 +1504,7 @@ func TestFault11_PausedWaiterGetsStaleGrant(t *testing.T) {
 		}
 	}
 	e.releaseIn(t, p2, w2)
-	report(t, "11 SIGSTOP head waiter while granted, SIGCONT after the next grant",
+	report(t, k.label+"11 SIGSTOP head waiter while granted, SIGCONT after the next grant",
 		fmt.Sprintf("next waiter granted <= waiter TTL %v + heartbeat %v = %v; resumed waiter queues anew, never returns a stale lease", waiterTTL, e.hb, ms(bound)),
 		fmt.Sprintf("next-grant=%v resumed-waiter=%s stale-lease-lived=%v", ms(skip), outcome, ms(staleFor)))
 	// Clean up: the resumed waiter either holds, waits, or failed.

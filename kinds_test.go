@@ -30,4 +30,5 @@ func kindFaults(t *testing.T, k kind) {
 	t.Run("7-redis-restart", func(t *testing.T) { faultRedisRestart(t, k) })
 	t.Run("8-script-flush", func(t *testing.T) { faultScriptFlush(t, k) })
 	t.Run("9-cancellation", func(t *testing.T) { faultCancellation(t, k) })
+	t.Run("11-paused-waiter-stale-grant", func(t *testing.T) { faultPausedWaiter(t, k) })
 }
