@@ -13,6 +13,7 @@ import (
 	"os"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -79,6 +80,12 @@ func TestCluster(t *testing.T) {
 	t.Run("Spread10k", func(t *testing.T) { testSpread(t, c, client) })
 	t.Run("Resharding", func(t *testing.T) { testResharding(t, c, client) })
 	t.Run("Throughput", func(t *testing.T) { testThroughput(t, client) })
+	for _, k := range []kind{semKind, rwKind} {
+		t.Run(k.name+"/NoCrossSlot", func(t *testing.T) { testKindsNoCrossSlot(t, k, client) })
+		t.Run(k.name+"/FIFOOverShards", func(t *testing.T) { testKindsFIFO(t, k, c, client) })
+		t.Run(k.name+"/CapacityOverShards", func(t *testing.T) { testKindsCapacity(t, k, c, client) })
+		t.Run(k.name+"/OneMessagePerLocker", func(t *testing.T) { testKindsOneMessage(t, k, c, client) })
+	}
 }
 
 func addrs(ss []*redistest.Server) []string {
@@ -140,12 +147,18 @@ func testNoCrossSlot(t *testing.T, client func() redis.UniversalClient) {
 	t.Logf("%d awkward names: acquire, queue, hand-off, extend, release, inspect: no CROSSSLOT", len(awkwardNames))
 }
 
-// waitWaiters polls Inspect until name has n live waiters.
+// waitWaiters polls Inspect until the mutex name has n live waiters.
 func waitWaiters(t *testing.T, l *fairlock.Locker, name string, n int) {
+	t.Helper()
+	waitKindWaiters(t, l, mutexKind, name, n)
+}
+
+// waitKindWaiters polls Inspect until name, of kind k, has n live waiters.
+func waitKindWaiters(t *testing.T, l *fairlock.Locker, k kind, name string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		st, err := l.Inspect(context.Background(), name)
+		st, err := lockCensus(context.Background(), l, k, name)
 		if err == nil && st.Waiters == n {
 			return
 		}
@@ -1267,4 +1280,402 @@ func TestSentinelFailover(t *testing.T) {
 	s, client = setup("sentinel lost-grant")
 	lostGrantScenario(t, "sentinel lost-grant", client, []string{"slg-a", "slg-b", "slg-c", "slg-d", "slg-e", "slg-f", "slg-g", "slg-h"},
 		[]string{"sack-a", "sack-b", "sack-c", "sack-d"}, s.Primary, s.Replica, promotedBy(s))
+}
+
+// ---------------------------------------------------------------------------
+// The semaphore and the read-write lock on the cluster.
+
+// recorded is Acquire-like calls of in-process Lockers, recorded in a
+// History as the fault suite's agents record theirs, for the same checker.
+type recorded struct{ h *History }
+
+// acquire has l acquire r on name as waiter w of process proc.
+func (rc recorded) acquire(ctx context.Context, l *fairlock.Locker, proc, w, name string, r Req) (*fairlock.Lease, error) {
+	acquire, err := acquirer(l, r, name, false)
+	if err != nil {
+		return nil, err
+	}
+	call := callEv(w, name, r)
+	call.Proc = proc
+	rc.h.Add(call)
+	lease, err := acquire(ctx, fairlock.OnQueued(func(pos int) { rc.h.Add(Ev{Proc: proc, W: w, Kind: "queued", Pos: pos}) }))
+	t := monoNow()
+	if err != nil {
+		rc.h.Add(Ev{T: t, Proc: proc, W: w, Kind: "acqerr", Err: errClass(err)})
+		return nil, err
+	}
+	rc.h.Add(Ev{T: t, Proc: proc, W: w, Kind: "granted", Fence: lease.Fence(), Tok: lease.Token()})
+	return lease, nil
+}
+
+// release releases the lease of waiter w, stamped before the call.
+func (rc recorded) release(ctx context.Context, proc, w string, lease *fairlock.Lease) error {
+	t := monoNow()
+	err := lease.Release(ctx)
+	rc.h.Add(Ev{T: t, Proc: proc, W: w, Kind: "rel", Err: errClass(err), Fence: lease.Fence()})
+	return err
+}
+
+// check runs the checker on what was recorded and fails t on a violation.
+func (rc recorded) check(t *testing.T) *CheckResult {
+	t.Helper()
+	r := Check(rc.h.Events(), CheckOpts{})
+	if err := r.Err(); err != nil {
+		t.Errorf("history check failed: %v", err)
+	}
+	if r.Lost != 0 {
+		t.Errorf("%d leases lost on a healthy cluster", r.Lost)
+	}
+	return r
+}
+
+// namePerShard returns one name of prefix on each primary.
+func namePerShard(t *testing.T, c *redistest.Cluster, prefix string) []string {
+	t.Helper()
+	var names []string
+	seen := map[*redistest.Server]bool{}
+	for i := 0; len(names) < len(c.Primaries(t)); i++ {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		if p := c.PrimaryFor(t, "{"+name+"}"); !seen[p] {
+			seen[p] = true
+			names = append(names, name)
+		}
+	}
+	return names
+}
+
+// testKindsNoCrossSlot takes every awkward name as kind k's exclusive
+// request, refuses a Try, queues a waiter on another Locker, hands it over,
+// extends and releases it: every script of the kind touches one slot.
+func testKindsNoCrossSlot(t *testing.T, k kind, client func() redis.UniversalClient) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ls := newLockers(t, 2, client)
+	a, b := ls[0], ls[1]
+	held := map[string]*fairlock.Lease{}
+	for _, name := range awkwardNames {
+		acquire, err := acquirer(a, k.all, name, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held[name], err = acquire(ctx); err != nil {
+			t.Fatalf("%s %q: %v", k.all, name, err)
+		}
+	}
+	waiterReq := k.pairs[0][1]
+	for _, name := range awkwardNames {
+		try, err := acquirer(b, waiterReq, name, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := try(ctx); !errors.Is(err, fairlock.ErrNotAcquired) {
+			t.Fatalf("Try %s %q while held: %v, want ErrNotAcquired", waiterReq, name, err)
+		}
+		acquire, err := acquirer(b, waiterReq, name, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			l, err := acquire(ctx)
+			if err == nil {
+				if err = l.Extend(ctx, 2*time.Second); err == nil {
+					err = l.Release(ctx)
+				}
+			}
+			got <- err
+		}()
+		waitKindWaiters(t, a, k, name, 1)
+		st, err := lockCensus(ctx, a, k, name)
+		_, all := k.all.permits()
+		if err != nil || st.Holders != 1 || int64(st.InUse) != all {
+			t.Fatalf("Inspect %s %q = %+v, %v; want one holder of %d", k.name, name, st, err, all)
+		}
+		if err := held[name].Release(ctx); err != nil {
+			t.Fatalf("Release %s %q: %v", k.name, name, err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("waiter %s on %q: %v", waiterReq, name, err)
+		}
+	}
+	t.Logf("%s: %d awkward names: acquire, Try refused, queue, hand-off, extend, release, inspect: no CROSSSLOT", k.name, len(awkwardNames))
+}
+
+// testKindsFIFO queues 12 waiters, each on its own Locker and
+// ClusterClient, with the kind's mixed requests, behind a hold of
+// everything on one name per shard, so that every Locker waits on every
+// shard at once; then it releases the three holds. Each name's grants must
+// follow its arrival order (by fence: several are granted together), and
+// the checker must find the capacity held.
+func testKindsFIFO(t *testing.T, k kind, c *redistest.Cluster, client func() redis.UniversalClient) {
+	const n = 12
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ls := newLockers(t, n+1, client)
+	names := namePerShard(t, c, "kfifo-"+k.name)
+	rc := recorded{newHistory()}
+	var holds []*fairlock.Lease
+	for _, name := range names {
+		l, err := rc.acquire(ctx, ls[n], "holder", "holder."+name, name, k.all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		holds = append(holds, l)
+	}
+	type grant struct {
+		i     int
+		fence int64
+	}
+	var mu sync.Mutex
+	order := map[string][]grant{}
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		for _, name := range names {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				proc := fmt.Sprintf("l%d", i)
+				w := fmt.Sprintf("%s.%s", proc, name)
+				lease, err := rc.acquire(ctx, ls[i], proc, w, name, k.req(i))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				order[name] = append(order[name], grant{i, lease.Fence()})
+				mu.Unlock()
+				time.Sleep(2 * time.Millisecond)
+				if err := rc.release(ctx, proc, w, lease); err != nil {
+					t.Error(err)
+				}
+			}()
+			waitKindWaiters(t, ls[n], k, name, i+1) // arrival order made certain
+		}
+	}
+	start := time.Now()
+	for i, l := range holds {
+		if err := rc.release(ctx, "holder", "holder."+names[i], l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	for _, name := range names {
+		gs := order[name]
+		sort.Slice(gs, func(a, b int) bool { return gs[a].fence < gs[b].fence })
+		for j, g := range gs {
+			if g.i != j {
+				t.Errorf("%s %q: grants by fence came from waiters %v, want 0..%d in arrival order", k.name, name, gs, n-1)
+				break
+			}
+		}
+	}
+	r := rc.check(t)
+	t.Logf("%s FIFO: %d waiters (%v...) on %d Lockers (own ClusterClient each), on %d names one per shard, granted in arrival order; drain of all %v; checker: %s",
+		k.name, n, k.seq[:3], n, len(names), elapsed.Round(time.Millisecond), r.Summary())
+}
+
+// testKindsCapacity runs 4 Lockers × 4 goroutines per name, one name per
+// shard, looping the kind's mixed requests, a 1 ms hold and Release; every
+// section adds its weight to a counter that must stay within the limit, and
+// the checker verifies capacity, FIFO and fences from the history.
+func testKindsCapacity(t *testing.T, k kind, c *redistest.Cluster, client func() redis.UniversalClient) {
+	const lockers, perLocker, iters = 4, 4, 12
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	ls := newLockers(t, lockers, client)
+	names := namePerShard(t, c, "kcap-"+k.name)
+	rc := recorded{newHistory()}
+	limit, _ := k.all.permits()
+	var mu sync.Mutex
+	inUse, peak := map[string]int64{}, map[string]int64{}
+	over := 0
+	var wg sync.WaitGroup
+	start := time.Now()
+	for _, name := range names {
+		for li := 0; li < lockers; li++ {
+			for g := 0; g < perLocker; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					r := k.req(li*perLocker + g)
+					_, weight := r.permits()
+					proc := fmt.Sprintf("l%d", li)
+					for i := 0; i < iters; i++ {
+						w := fmt.Sprintf("%s.%s.g%d.%d", proc, name, g, i)
+						lease, err := rc.acquire(ctx, ls[li], proc, w, name, r)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						mu.Lock()
+						inUse[name] += weight
+						if inUse[name] > limit {
+							over++
+						}
+						peak[name] = max(peak[name], inUse[name])
+						mu.Unlock()
+						time.Sleep(time.Millisecond)
+						mu.Lock()
+						inUse[name] -= weight
+						mu.Unlock()
+						if err := rc.release(ctx, proc, w, lease); err != nil {
+							t.Error(err)
+						}
+					}
+				}()
+			}
+		}
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if over != 0 {
+		t.Errorf("%d sections found more than %d permits held", over, limit)
+	}
+	r := rc.check(t)
+	most := fmt.Sprintf("most permits held at once per name %v of %d", peak, limit)
+	if k.name == "rw" {
+		most = fmt.Sprintf("most readers at once %d", r.MaxHolders)
+	}
+	t.Logf("%s capacity: %d names (one per shard) × %d goroutines on %d Lockers, %d grants in %v (%.0f/s); over the limit %d times; %s; checker: %s",
+		k.name, len(names), lockers*perLocker, lockers, r.Grants, elapsed.Round(time.Millisecond), float64(r.Grants)/elapsed.Seconds(), over, most, r.Summary())
+}
+
+// testKindsOneMessage grants five waiters on two Lockers in one release (a
+// run of readers behind a writer, or 1-permit requests behind a full
+// semaphore), and counts what Redis sent: a spy subscribed to every
+// notification channel of the lock must see one message per Locker, listing
+// all of its grants, sent by SPUBLISH in the lock's shard and never
+// broadcast.
+func testKindsOneMessage(t *testing.T, k kind, c *redistest.Cluster, client func() redis.UniversalClient) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ls := newLockers(t, 3, client)
+	holder, lb, lc := ls[0], ls[1], ls[2]
+	name := "batch-" + k.name
+	small := readReq // fits many times beside itself
+	if k.name == "sem" {
+		small = semReq(k.all.Cap, 1)
+	}
+	owner := c.PrimaryFor(t, "{"+name+"}")
+	node := redis.NewClient(&redis.Options{Addr: owner.Addr})
+	defer node.Close()
+	hold, err := acquirer(holder, k.all, name, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := hold(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// B, C, B, C, B: five waiters whose grants all fit at once.
+	type result struct {
+		locker string
+		lease  *fairlock.Lease
+		err    error
+	}
+	results := make(chan result, 5)
+	waiters := []*fairlock.Locker{lb, lc, lb, lc, lb}
+	if k.name == "sem" {
+		waiters = waiters[:k.all.Cap] // a semaphore of 3 grants three 1-permit waiters
+	}
+	for i, l := range waiters {
+		acquire, err := acquirer(l, small, name, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			lease, err := acquire(ctx)
+			results <- result{map[*fairlock.Locker]string{lb: "B", lc: "C"}[l], lease, err}
+		}()
+		waitKindWaiters(t, holder, k, name, i+1)
+	}
+	// The lock's notification channels: one per Locker, in its slot.
+	pattern := fmt.Sprintf("%s:{%s}:%s:notify:*", prefix, name, k.name)
+	channels, err := node.Do(ctx, "PUBSUB", "SHARDCHANNELS", pattern).StringSlice()
+	if err != nil || len(channels) < 2 {
+		t.Fatalf("PUBSUB SHARDCHANNELS %s on %s: %v, %v; want the channels of Lockers B and C", pattern, owner.Addr, channels, err)
+	}
+	spy := node.SSubscribe(ctx, channels...)
+	defer spy.Close()
+	for range channels {
+		if _, err := spy.Receive(ctx); err != nil {
+			t.Fatalf("spy subscribe: %v", err)
+		}
+	}
+	spublish0 := commandCalls(t, node, "spublish")
+	pub0 := c.ClusterInfoSum(t, "cluster_stats_messages_publish_received")
+	if err := h.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	perLocker := map[string]int{} // grants per Locker, by the tokens granted
+	var leases []*fairlock.Lease
+	for range waiters {
+		r := <-results
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		perLocker[r.locker]++
+		leases = append(leases, r.lease)
+	}
+	// Collect what the spy got until a quiet 200 ms.
+	messages := map[string][]string{} // channel -> payloads
+	for {
+		mctx, mcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		msg, err := spy.ReceiveMessage(mctx)
+		mcancel()
+		if err != nil {
+			break
+		}
+		messages[msg.Channel] = append(messages[msg.Channel], msg.Payload)
+	}
+	spublish := commandCalls(t, node, "spublish") - spublish0
+	pub := c.ClusterInfoSum(t, "cluster_stats_messages_publish_received") - pub0
+	for _, l := range leases {
+		if err := l.Release(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+	listed := 0      // grants the messages list: "token fence token fence ..."
+	var got []string // per channel: messages (grants listed)
+	for ch, ps := range messages {
+		n := 0
+		for _, p := range ps {
+			n += len(strings.Fields(p)) / 2
+		}
+		listed += n
+		got = append(got, fmt.Sprintf("%d (%d)", len(ps), n))
+		if len(ps) > 1 {
+			t.Errorf("channel %s got %d messages for one release, want 1: %q", ch, len(ps), ps)
+		}
+	}
+	sort.Strings(got)
+	t.Logf("%s: one release granted %d waiters (%s each) on Lockers %v: %d SPUBLISH calls on the shard; messages (grants listed) per Locker channel %v; %d broadcast PUBLISH bus messages",
+		k.name, len(waiters), small, perLocker, spublish, got, pub)
+	if len(messages) != len(perLocker) || listed != len(waiters) {
+		t.Errorf("%d channels got messages listing %d grants; want one message for each of %d Lockers listing all %d grants", len(messages), listed, len(perLocker), len(waiters))
+	}
+	if spublish > int64(len(perLocker)) {
+		t.Errorf("%d SPUBLISH calls for one release, want at most one per Locker (%d)", spublish, len(perLocker))
+	}
+	if pub != 0 {
+		t.Errorf("%d broadcast PUBLISH bus messages: notifications must use SPUBLISH", pub)
+	}
+}
+
+// commandCalls is INFO commandstats' call count of cmd on node (commands
+// scripts call count too).
+func commandCalls(t *testing.T, node *redis.Client, cmd string) int64 {
+	t.Helper()
+	info, err := node.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_"+cmd+":calls="); ok {
+			n, _ := strconv.ParseInt(strings.SplitN(v, ",", 2)[0], 10, 64)
+			return n
+		}
+	}
+	return 0
 }

@@ -49,8 +49,37 @@ func report(t *testing.T, scenario, bound, measured string) {
 
 func ms(d time.Duration) string { return d.Round(100 * time.Microsecond).String() }
 
+// A kind is what a fault scenario locks: the mutex, a semaphore or a
+// read-write lock, with the requests its holders and waiters make. Each
+// scenario is written once, for any kind.
+type kind struct {
+	name  string   // "mutex", "sem", "rw" (a Req family)
+	label string   // prefix of the scenarios' SCENARIO lines
+	all   Req      // excludes every other request: the mutex, all permits, a writer
+	seq   []Req    // waiters' requests, taken in turn
+	pairs [][2]Req // a holder's request and one it blocks, for kill and pause trials
+}
+
+// req is the i-th waiter's request.
+func (k kind) req(i int) Req { return k.seq[i%len(k.seq)] }
+
+var (
+	mutexKind = kind{name: "mutex", all: mutexReq, seq: []Req{mutexReq}, pairs: [][2]Req{{mutexReq, mutexReq}}}
+	// Capacity 3: a drain from full grants runs of small requests together
+	// and makes a 3 wait behind them, and the next ones behind it.
+	semKind = kind{name: "sem", label: "sem ", all: semReq(3, 3),
+		seq:   []Req{semReq(3, 2), semReq(3, 1), semReq(3, 3), semReq(3, 1), semReq(3, 2), semReq(3, 1)},
+		pairs: [][2]Req{{semReq(3, 2), semReq(3, 2)}, {semReq(3, 3), semReq(3, 1)}}}
+	// A writer at the head, then runs of readers granted together between
+	// writers.
+	rwKind = kind{name: "rw", label: "rw ", all: writeReq,
+		seq:   []Req{writeReq, readReq, readReq, writeReq, readReq, readReq, readReq},
+		pairs: [][2]Req{{writeReq, readReq}, {readReq, writeReq}}}
+)
+
 type env struct {
 	t      *testing.T
+	k      kind
 	srv    *redistest.Server
 	rdb    *redis.Client
 	c      *Cluster
@@ -61,8 +90,14 @@ type env struct {
 
 func newEnv(t *testing.T, lease, waiter time.Duration) *env {
 	t.Helper()
+	return newKindEnv(t, mutexKind, lease, waiter)
+}
+
+// newKindEnv is newEnv for scenarios on kind k.
+func newKindEnv(t *testing.T, k kind, lease, waiter time.Duration) *env {
+	t.Helper()
 	srv := redistest.Start(t)
-	e := &env{t: t, srv: srv, rdb: srv.Client(t)}
+	e := &env{t: t, k: k, srv: srv, rdb: srv.Client(t)}
 	e.c = newCluster(t, srv.Addr, lease, waiter)
 	e.lock = openLocker(t, e.rdb, lease, waiter)
 	e.hb = e.lock.Heartbeat()
@@ -113,20 +148,33 @@ func (e *env) await(t testing.TB, w, kind string) Ev {
 	return e.c.H.MustWait(t, 5*time.Second, w+" "+kind, isKind(w, kind))
 }
 
-// grant has p acquire name and keep the lease; it returns the waiter and
-// its grant.
+// grant has p acquire all of name (the kind's exclusive request) and keep
+// the lease; it returns the waiter and its grant.
 func (e *env) grant(t testing.TB, p *Proc, name string) (string, Ev) {
 	t.Helper()
-	w := p.Acquire(name, -1)
+	return e.grantReq(t, p, name, e.k.all)
+}
+
+// grantReq is grant of request r.
+func (e *env) grantReq(t testing.TB, p *Proc, name string, r Req) (string, Ev) {
+	t.Helper()
+	w := p.AcquireReq(r, name, -1)
 	return w, e.await(t, w, "granted")
 }
 
-// queue has p acquire name (see Proc.Acquire for hold and flags) and waits
-// until the waiter is queued; pos > 0 also waits until Inspect counts pos
-// waiters, which makes the arrival order certain.
+// queue has p acquire name (the kind's first waiter request; see
+// Proc.Acquire for hold and flags) and waits until the waiter is queued;
+// pos > 0 also waits until Inspect counts pos waiters, which makes the
+// arrival order certain.
 func (e *env) queue(t testing.TB, p *Proc, name string, hold time.Duration, pos int, flags ...string) string {
 	t.Helper()
-	w := p.Acquire(name, hold, flags...)
+	return e.queueReq(t, p, name, e.k.req(0), hold, pos, flags...)
+}
+
+// queueReq is queue of request r.
+func (e *env) queueReq(t testing.TB, p *Proc, name string, r Req, hold time.Duration, pos int, flags ...string) string {
+	t.Helper()
+	w := p.AcquireReq(r, name, hold, flags...)
 	e.await(t, w, "queued")
 	if pos > 0 {
 		e.waitWaiters(name, pos, 5*time.Second)
@@ -134,13 +182,14 @@ func (e *env) queue(t testing.TB, p *Proc, name string, hold time.Duration, pos 
 	return w
 }
 
-// queueAll queues one waiter of each of ps in turn on name, each released
-// hold after its grant, and returns them in queue order.
+// queueAll queues one waiter of each of ps in turn on name, the i-th
+// asking for the kind's i-th request, each released hold after its grant,
+// and returns them in queue order.
 func (e *env) queueAll(t testing.TB, name string, hold time.Duration, ps []*Proc) []string {
 	t.Helper()
 	ws := make([]string, len(ps))
 	for i, p := range ps {
-		ws[i] = e.queue(t, p, name, hold, i+1)
+		ws[i] = e.queueReq(t, p, name, e.k.req(i), hold, i+1)
 	}
 	return ws
 }
@@ -234,17 +283,24 @@ func (e *env) finishLate(t testing.TB, p *Proc, w string, ev Ev, after int64, d 
 	}
 }
 
-// hold acquires name in the parent and records it in the history.
+// hold acquires all of name (the kind's exclusive request) in the parent
+// and records it in the history.
 func (e *env) hold(name string) (*fairlock.Lease, string) {
 	e.t.Helper()
 	e.nextPW++
 	w := "parent.h" + strconv.Itoa(e.nextPW)
-	e.c.H.Add(Ev{Proc: "parent", W: w, Kind: "call", L: name})
+	call := callEv(w, name, e.k.all)
+	call.Proc = "parent"
+	e.c.H.Add(call)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	l, err := e.lock.Acquire(ctx, name)
+	acquire, err := acquirer(e.lock, e.k.all, name, false)
 	if err != nil {
-		e.t.Fatalf("parent acquire %q: %v", name, err)
+		e.t.Fatal(err)
+	}
+	l, err := acquire(ctx)
+	if err != nil {
+		e.t.Fatalf("parent acquire %s %q: %v", e.k.all, name, err)
 	}
 	e.c.H.Add(Ev{Proc: "parent", W: w, Kind: "granted", Fence: l.Fence(), Tok: l.Token()})
 	return l, w
@@ -266,12 +322,110 @@ func (e *env) inspect(name string) fairlock.State {
 	return st
 }
 
+// census is a lock's state whatever its kind, as Inspect reads it.
+type census struct {
+	Holders int   // leases held
+	InUse   int   // permits held: 1 for a held mutex, MaxCapacity for a writer
+	Waiters int   // live waiters
+	Fence   int64 // latest fence
+}
+
+// lockCensus reads the state of name, of kind k, through l.
+func lockCensus(ctx context.Context, l *fairlock.Locker, k kind, name string) (census, error) {
+	switch k.name {
+	case "sem":
+		s, err := l.Semaphore(name, k.all.Cap)
+		if err != nil {
+			return census{}, err
+		}
+		st, err := s.Inspect(ctx)
+		return census{Holders: st.Holders, InUse: st.InUse, Waiters: st.Waiters, Fence: st.Fence}, err
+	case "rw":
+		m, err := l.RWMutex(name)
+		if err != nil {
+			return census{}, err
+		}
+		st, err := m.Inspect(ctx)
+		c := census{Holders: st.Readers, InUse: st.Readers, Waiters: st.Waiters, Fence: st.Fence}
+		if st.Writer {
+			c.Holders, c.InUse = 1, fairlock.MaxCapacity
+		}
+		return c, err
+	}
+	st, err := l.Inspect(ctx, name)
+	c := census{Waiters: st.Waiters, Fence: st.Fence}
+	if st.Held {
+		c.Holders, c.InUse = 1, 1
+	}
+	return c, err
+}
+
+// census reads the state of name, of the env's kind.
+func (e *env) census(name string) census {
+	e.t.Helper()
+	c, err := lockCensus(context.Background(), e.lock, e.k, name)
+	if err != nil {
+		e.t.Fatalf("inspect %s %q: %v", e.k.name, name, err)
+	}
+	return c
+}
+
+// heldBy is who holds a lock in Redis: the holders' tokens, sorted, the
+// latest fence, and the longest lease left.
+type heldBy struct {
+	Tokens []string
+	Fence  int64
+	TTL    time.Duration
+}
+
+// holders reads who holds name, of the env's kind. For the mutex it is
+// Inspect; the other kinds' Inspect counts holders without naming them, so
+// it reads their holders' sorted set (token → lease deadline, in ms of the
+// server's clock).
+func (e *env) holders(name string) heldBy {
+	e.t.Helper()
+	if e.k.name == "mutex" {
+		st := e.inspect(name)
+		h := heldBy{Fence: st.Fence, TTL: st.TTL}
+		if st.Held {
+			h.Tokens = []string{st.Holder}
+		}
+		return h
+	}
+	ctx := context.Background()
+	var zs *redis.ZSliceCmd
+	var now *redis.TimeCmd
+	if _, err := e.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		zs = p.ZRangeWithScores(ctx, prefix+":{"+name+"}:"+e.k.name+":holders", 0, -1)
+		now = p.Time(ctx)
+		return nil
+	}); err != nil {
+		e.t.Fatalf("holders of %s %q: %v", e.k.name, name, err)
+	}
+	h := heldBy{Fence: e.census(name).Fence}
+	for _, z := range zs.Val() {
+		h.Tokens = append(h.Tokens, z.Member.(string))
+		h.TTL = max(h.TTL, time.UnixMilli(int64(z.Score)).Sub(now.Val()))
+	}
+	sort.Strings(h.Tokens)
+	return h
+}
+
+// queueKey is the Redis list of name's waiters, for kind k (plain names
+// only: no escaping).
+func queueKey(k kind, name string) string {
+	if k.name == "mutex" {
+		return prefix + ":{" + name + "}:queue"
+	}
+	return prefix + ":{" + name + "}:" + k.name + ":queue"
+}
+
 // waitWaiters polls Inspect until name has n live waiters.
 func (e *env) waitWaiters(name string, n int, d time.Duration) {
 	e.t.Helper()
 	deadline := time.Now().Add(d)
 	for {
-		st := e.inspect(name)
+		st := e.census(name)
 		if st.Waiters == n {
 			return
 		}
@@ -288,8 +442,8 @@ func (e *env) waitFree(name string, d time.Duration) {
 	e.t.Helper()
 	start := time.Now()
 	for {
-		st := e.inspect(name)
-		if !st.Held && st.Waiters == 0 {
+		st := e.census(name)
+		if st.Holders == 0 && st.Waiters == 0 {
 			return
 		}
 		if time.Since(start) > d {
@@ -328,7 +482,7 @@ func (e *env) checkKeys(name string) {
 	if err := iter.Err(); err != nil {
 		t.Fatal(err)
 	}
-	q := prefix + ":{" + name + "}:queue"
+	q := queueKey(e.k, name)
 	if n, _ := rdb.LLen(ctx, q).Result(); n != 0 {
 		ent, _ := rdb.LRange(ctx, q, 0, -1).Result()
 		t.Errorf("orphan queue entries in %s: %v", q, ent)
@@ -371,22 +525,26 @@ func (e *env) dumpHistory() {
 // ---------------------------------------------------------------------------
 // 1. FIFO across processes.
 
-func TestFault01_FIFOAcrossProcesses(t *testing.T) {
-	const procs, perProc = 8, 7 // 56 waiters
+func TestFault01_FIFOAcrossProcesses(t *testing.T) { faultFIFO(t, mutexKind, 8, 7) }
+
+// faultFIFO queues perProc waiters of each of procs processes, in a random
+// order, behind the parent's hold of everything, and checks they are
+// granted in that order: by grant time for the mutex, by fence for the
+// kinds whose waiters are granted several at a time.
+func faultFIFO(t *testing.T, k kind, procs, perProc int) {
 	const hold = 3 * time.Millisecond
-	e := newEnv(t, time.Second, time.Second)
+	e := newKindEnv(t, k, time.Second, time.Second)
 	name := "fifo"
 	seq := roundRobin(e.spawn(procs), procs*perProc)
 	rand.Shuffle(len(seq), func(i, j int) { seq[i], seq[j] = seq[j], seq[i] })
 	want, _, drain := e.drainQueue(t, name, hold, seq, 0, nil)
-	// BuildWaiters keeps first-seen order; sort by grant time.
 	var granted []*Waiter
 	for _, w := range BuildWaiters(e.c.H.Events()) {
 		if w.Granted != 0 && w.Proc != "parent" {
 			granted = append(granted, w)
 		}
 	}
-	sort.SliceStable(granted, func(i, j int) bool { return granted[i].Granted < granted[j].Granted })
+	sort.SliceStable(granted, func(i, j int) bool { return granted[i].rank() < granted[j].rank() })
 	got := make([]string, len(granted))
 	for i, w := range granted {
 		got[i] = w.W
@@ -403,8 +561,8 @@ func TestFault01_FIFOAcrossProcesses(t *testing.T) {
 	r := e.check(CheckOpts{HandoffBound: e.hb})
 	_, p99, mx := r.HandoffStats()
 	bound := time.Duration(len(want)) * (hold + e.hb)
-	report(t, "1 FIFO 8 procs x 7 waiters", fmt.Sprintf("order=enqueue order, drain<=%d×(hold %v+heartbeat %v)=%v", len(want), hold, e.hb, ms(bound)),
-		fmt.Sprintf("in-order=%d/%d drain=%v handoff p99=%v max=%v", inOrder, len(want), ms(drain), ms(p99), ms(mx)))
+	report(t, fmt.Sprintf("%s1 FIFO %d procs x %d waiters", k.label, procs, perProc), fmt.Sprintf("order=enqueue order, drain<=%d×(hold %v+heartbeat %v)=%v", len(want), hold, e.hb, ms(bound)),
+		fmt.Sprintf("in-order=%d/%d drain=%v handoff p99=%v max=%v most-holders-at-once=%d", inOrder, len(want), ms(drain), ms(p99), ms(mx), r.MaxHolders))
 	if drain > bound+slack {
 		t.Errorf("drain took %v > bound %v", drain, bound)
 	}
@@ -412,21 +570,34 @@ func TestFault01_FIFOAcrossProcesses(t *testing.T) {
 }
 
 // ---------------------------------------------------------------------------
-// 2. Contention: 8 processes × 8 goroutines, unguarded read-modify-write.
+// 2. Contention: processes × goroutines on one lock.
 
 func TestFault02_Contention(t *testing.T) {
-	const procs, gor = 8, 8
 	d := 10 * time.Second
 	if testing.Short() {
 		d = 3 * time.Second
 	}
-	e := newEnv(t, time.Second, time.Second)
+	faultContention(t, mutexKind, 8, 8, d)
+}
+
+// faultContention has procs processes of gor goroutines each loop Acquire,
+// a critical section, Release, for d; in process j, goroutine i asks for
+// the kind's (i+j)-th request, and goroutine 0 loops TryAcquire instead: it
+// must never jump the queue. The mutex's section is an unguarded
+// read-modify-write of a counter, exact only under mutual exclusion; the
+// other kinds' sections count their weight on a counter that must never
+// pass the capacity (see agent.contend).
+func faultContention(t *testing.T, k kind, procs, gor int, d time.Duration) {
+	e := newKindEnv(t, k, time.Second, time.Second)
 	ps := e.spawn(procs)
 	name, counter := "contended", "rmw-counter"
 	start := time.Now()
-	for _, p := range ps {
-		// one goroutine per process loops TryAcquire: it must never jump the queue
-		p.Send("contend %s %d %d %s %d %d", name, gor, d.Milliseconds(), counter, 50, 1)
+	for j, p := range ps {
+		reqs := make([]string, gor)
+		for i := range reqs {
+			reqs[i] = k.req(i + j).String()
+		}
+		p.Send("contend %s %d %d %s %d %d %s", name, gor, d.Milliseconds(), counter, 50, 1, strings.Join(reqs, ","))
 	}
 	total := int64(0)
 	for _, p := range ps {
@@ -438,8 +609,23 @@ func TestFault02_Contention(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != total {
-		t.Errorf("unguarded read-modify-write counter = %d, want %d completed critical sections: mutual exclusion broken", got, total)
+	counted := "counter=critical sections"
+	if k.name == "mutex" {
+		if got != total {
+			t.Errorf("unguarded read-modify-write counter = %d, want %d completed critical sections: mutual exclusion broken", got, total)
+		}
+	} else {
+		counted = "counter never over the capacity"
+		over := e.c.H.Count(func(ev Ev) bool { return ev.Kind == "over" })
+		if over != 0 || got != 0 {
+			t.Errorf("%d critical sections found the counter over the limit (%s); counter at the end %d, want 0", over, k.all, got)
+		}
+	}
+	var peak int64
+	for _, p := range ps {
+		if ev, ok := e.c.H.Wait(0, isProc(p.ID, "peak")); ok {
+			peak = max(peak, ev.N)
+		}
 	}
 	r := e.check(CheckOpts{HandoffBound: e.hb})
 	if r.Lost != 0 {
@@ -457,33 +643,50 @@ func TestFault02_Contention(t *testing.T) {
 		t.Errorf("%d Acquire/redis errors under plain contention", acqErrs)
 	}
 	p50, p99, mx := r.HandoffStats()
-	report(t, "2 contention 8x8 (1 TryAcquire goroutine per process)", fmt.Sprintf("counter=critical sections, 0 overlaps, fences increase, FIFO (TryAcquire never jumps the queue), wait<=pos×(maxHold+heartbeat %v)", e.hb),
-		fmt.Sprintf("sections=%d (TryAcquire: %d won, %d refused) counter=%d rate=%.0f/s violations=%d handoff p50=%v p99=%v max=%v starvation-ratio=%.3f",
-			total, tryWins, tries, got, float64(total)/elapsed.Seconds(), len(r.Violations), ms(p50), ms(p99), ms(mx), r.MaxStarveRat))
+	shared := ""
+	switch k.name {
+	case "sem":
+		shared = fmt.Sprintf(" most-permits-at-once=%d/%d (counter peak %d)", r.MaxInUse, k.all.Cap, peak)
+	case "rw":
+		shared = fmt.Sprintf(" most-holders-at-once=%d", r.MaxHolders)
+	}
+	report(t, fmt.Sprintf("%s2 contention %dx%d (1 Try goroutine per process)", k.label, procs, gor),
+		fmt.Sprintf("%s, capacity held, fences increase, FIFO (Try never jumps the queue), wait<=pos×(maxHold+heartbeat %v)", counted, e.hb),
+		fmt.Sprintf("sections=%d (Try: %d won, %d refused) counter=%d rate=%.0f/s violations=%d handoff p50=%v p99=%v max=%v starvation-ratio=%.3f%s",
+			total, tryWins, tries, got, float64(total)/elapsed.Seconds(), len(r.Violations), ms(p50), ms(p99), ms(mx), r.MaxStarveRat, shared))
 	e.settle(name)
 }
 
 // ---------------------------------------------------------------------------
 // 3. SIGKILL of the holder.
 
-func TestFault03_KillHolder(t *testing.T) {
+func TestFault03_KillHolder(t *testing.T) { faultKillHolder(t, mutexKind, 3) }
+
+// faultKillHolder SIGKILLs a holder with a waiter queued behind it, trials
+// times, taking the kind's holder/waiter pairs in turn: the waiter must be
+// granted within lease TTL + heartbeat (a dead holder's permits come back).
+func faultKillHolder(t *testing.T, k kind, trials int) {
 	const lease, waiterTTL = 500 * time.Millisecond, 500 * time.Millisecond
-	e := newEnv(t, lease, waiterTTL)
+	e := newKindEnv(t, k, lease, waiterTTL)
 	bound := lease + e.hb
 	var worst time.Duration
 	var figs []string
-	for trial := 0; trial < 3; trial++ {
+	for trial := 0; trial < trials; trial++ {
 		name := "killholder" + strconv.Itoa(trial)
+		pair := k.pairs[trial%len(k.pairs)]
 		h, w := e.c.Spawn(), e.c.Spawn()
-		e.grant(t, h, name)
-		ww := e.queue(t, w, name, -1, 0)
+		e.grantReq(t, h, name, pair[0])
+		ww := e.queueReq(t, w, name, pair[1], -1, 0)
 		// kill at a random phase of the renewal period
 		time.Sleep(time.Duration(rand.Int64N(int64(e.hb))))
 		t0 := h.Signal(syscall.SIGKILL)
 		g := e.c.H.MustWait(t, bound+5*time.Second, "waiter granted", isKind(ww, "granted"))
 		d := dur(g.T - t0)
 		worst = max(worst, d)
-		figs = append(figs, ms(d))
+		figs = append(figs, fmt.Sprintf("%v(%s→%s)", ms(d), pair[0], pair[1]))
+		if k.name == "mutex" {
+			figs[len(figs)-1] = ms(d)
+		}
 		if d > bound+slack {
 			t.Errorf("trial %d: next waiter granted %v after the holder's SIGKILL; bound lease TTL + heartbeat = %v", trial, d, bound)
 		}
@@ -493,16 +696,21 @@ func TestFault03_KillHolder(t *testing.T) {
 		e.settle(name)
 	}
 	e.check(CheckOpts{})
-	report(t, "3 SIGKILL holder", fmt.Sprintf("next grant <= lease %v + heartbeat %v = %v", lease, e.hb, ms(bound)),
+	report(t, k.label+"3 SIGKILL holder", fmt.Sprintf("next grant <= lease %v + heartbeat %v = %v", lease, e.hb, ms(bound)),
 		fmt.Sprintf("worst=%v trials=%v", ms(worst), figs))
 }
 
 // ---------------------------------------------------------------------------
 // 4. SIGKILL of waiters: at the head, in the middle, just as granted.
 
-func TestFault04_KillWaiters(t *testing.T) {
+func TestFault04_KillWaiters(t *testing.T) { faultKillWaiters(t, mutexKind) }
+
+// faultKillWaiters SIGKILLs a waiter at the head, in the middle, just as
+// it is granted, and as its Acquire returns: the others must be granted
+// within waiter TTL + heartbeat (lease TTL for a grant the dead one had).
+func faultKillWaiters(t *testing.T, kd kind) {
 	const lease, waiterTTL = 500 * time.Millisecond, 500 * time.Millisecond
-	e := newEnv(t, lease, waiterTTL)
+	e := newKindEnv(t, kd, lease, waiterTTL)
 	ttl := max(lease, waiterTTL)
 	bound := ttl + e.hb
 	const hold = 5 * time.Millisecond
@@ -539,7 +747,7 @@ func TestFault04_KillWaiters(t *testing.T) {
 			// the survivors' holds.
 			live := slices.Delete(slices.Clone(ws), k.victim, k.victim+1)
 			d := dur(latest(e.released(t, bound+10*time.Second, live...))-t0) - time.Duration(len(live))*hold
-			report(t, k.scenario, k.bound, "drain="+ms(d))
+			report(t, kd.label+k.scenario, k.bound, "drain="+ms(d))
 			if d > bound+slack {
 				t.Errorf("queue drained %v after %s died; bound %v", d, k.who, bound)
 			}
@@ -547,18 +755,19 @@ func TestFault04_KillWaiters(t *testing.T) {
 		})
 	}
 	t.Run("dies-on-grant", func(t *testing.T) {
-		// The head kills itself the instant Acquire returns.
+		// The head kills itself the instant Acquire returns; the next one
+		// cannot share with it.
 		name := "diegrant"
 		lease, pw := e.hold(name)
 		dying, p := e.c.Spawn(), e.c.Spawn()
-		e.queue(t, dying, name, -1, 1, "die")
-		w := e.queue(t, p, name, hold, 2)
+		e.queueReq(t, dying, name, kd.pairs[0][0], -1, 1, "die")
+		w := e.queueReq(t, p, name, kd.pairs[0][1], hold, 2)
 		e.release(lease, pw)
 		ex := e.c.H.MustWait(t, 5*time.Second, "dying exits", isProc(dying.ID, "exit"))
 		e.c.H.Add(Ev{T: ex.T, Proc: dying.ID, Kind: "kill"})
 		ev := e.c.H.MustWait(t, bound+10*time.Second, "next granted", isKind(w, "granted"))
 		d := dur(ev.T - ex.T)
-		report(t, "4d waiter SIGKILLs itself as Acquire returns", fmt.Sprintf("next grant <= max(lease,waiter TTL) %v + heartbeat %v = %v", ttl, e.hb, ms(bound)), "next-grant="+ms(d))
+		report(t, kd.label+"4d waiter SIGKILLs itself as Acquire returns", fmt.Sprintf("next grant <= max(lease,waiter TTL) %v + heartbeat %v = %v", ttl, e.hb, ms(bound)), "next-grant="+ms(d))
 		if d > bound+slack {
 			t.Errorf("next waiter granted %v after the holder died on grant; bound %v", d, bound)
 		}
@@ -571,18 +780,24 @@ func TestFault04_KillWaiters(t *testing.T) {
 // ---------------------------------------------------------------------------
 // 5. SIGSTOP of the holder past its lease, then SIGCONT.
 
-func TestFault05_PausedHolderFencing(t *testing.T) {
+func TestFault05_PausedHolderFencing(t *testing.T) { faultPausedHolder(t, mutexKind) }
+
+// faultPausedHolder SIGSTOPs a holder past its lease, with a waiter it
+// blocks, then resumes it: the waiter is granted within lease TTL +
+// heartbeat with a higher fence, and the stale holder's Release, Extend and
+// fenced write all fail and change nothing.
+func faultPausedHolder(t *testing.T, k kind) {
 	const lease, waiterTTL = 400 * time.Millisecond, 400 * time.Millisecond
-	e := newEnv(t, lease, waiterTTL)
+	e := newKindEnv(t, k, lease, waiterTTL)
 	name, res := "paused", "resource"
 	ctx := context.Background()
 	h, w := e.c.Spawn(), e.c.Spawn()
-	hw, hg := e.grant(t, h, name)
+	hw, hg := e.grantReq(t, h, name, k.pairs[0][0])
 	h.Send("write %s %s", hw, res)
 	if ev := e.await(t, hw, "write"); ev.Err != "accepted" {
 		t.Fatalf("holder's fenced write while holding: %s", ev.Err)
 	}
-	ww := e.queue(t, w, name, -1, 0)
+	ww := e.queueReq(t, w, name, k.pairs[0][1], -1, 0)
 	t0 := h.Signal(syscall.SIGSTOP)
 	wg := e.c.H.MustWait(t, lease+e.hb+5*time.Second, "waiter granted", isKind(ww, "granted"))
 	d := dur(wg.T - t0)
@@ -598,7 +813,7 @@ func TestFault05_PausedHolderFencing(t *testing.T) {
 		t.Errorf("new holder's fenced write: %s", ev.Err)
 	}
 	time.Sleep(lease) // well past the lease
-	before := e.inspect(name)
+	before := e.holders(name)
 	tc := h.Signal(syscall.SIGCONT)
 	// The stale holder learns it lost the lease...
 	lost := e.c.H.MustWait(t, lease+e.hb+5*time.Second, "stale holder notices the loss", isKind(hw, "lost"))
@@ -619,8 +834,8 @@ func TestFault05_PausedHolderFencing(t *testing.T) {
 	if rl.Err != "notheld" {
 		t.Errorf("stale holder's Release: %s, want ErrNotHeld", rl.Err)
 	}
-	after := e.inspect(name)
-	if !after.Held || after.Holder != wg.Tok || after.Fence != before.Fence || after.Holder != before.Holder {
+	after := e.holders(name)
+	if !slices.Equal(after.Tokens, []string{wg.Tok}) || after.Fence != before.Fence || !slices.Equal(after.Tokens, before.Tokens) {
 		t.Errorf("stale holder changed the new holder's lock: before %+v after %+v (new holder %s)", before, after, wg.Tok)
 	}
 	if after.TTL > lease+50*time.Millisecond {
@@ -633,7 +848,7 @@ func TestFault05_PausedHolderFencing(t *testing.T) {
 	if ev := e.releaseIn(t, w, ww); ev.Err != "ok" {
 		t.Errorf("new holder's release: %s", ev.Err)
 	}
-	report(t, "5 SIGSTOP holder + fencing", fmt.Sprintf("next grant <= lease %v + heartbeat %v = %v; stale Release/Extend=ErrNotHeld; stale write rejected", lease, e.hb, ms(bound)),
+	report(t, k.label+"5 SIGSTOP holder + fencing", fmt.Sprintf("next grant <= lease %v + heartbeat %v = %v; stale Release/Extend=ErrNotHeld; stale write rejected", lease, e.hb, ms(bound)),
 		fmt.Sprintf("next-grant=%v lost-notice-after-SIGCONT=%v release=%s extend=%s write=%s", ms(d), ms(dur(lost.T-tc)), rl.Err, ex.Err, wr.Err))
 	e.check(CheckOpts{})
 	e.settle(name)
@@ -643,10 +858,15 @@ func TestFault05_PausedHolderFencing(t *testing.T) {
 // 6. CLIENT KILL TYPE pubsub during a drain, and a release landing between
 // enqueue and subscribe.
 
-func TestFault06_PubSubKills(t *testing.T) {
+func TestFault06_PubSubKills(t *testing.T) { faultPubSubKills(t, mutexKind, 15) }
+
+// faultPubSubKills kills every pub/sub connection during a drain, and
+// releases a lock between a fresh Locker's enqueue and its subscription,
+// trials times: FIFO holds and every grant arrives within a heartbeat.
+func faultPubSubKills(t *testing.T, k kind, trials int) {
 	const lease, waiterTTL = time.Second, time.Second
 	const hold = 10 * time.Millisecond
-	e := newEnv(t, lease, waiterTTL)
+	e := newKindEnv(t, k, lease, waiterTTL)
 	ctx := context.Background()
 
 	t.Run("drain", func(t *testing.T) {
@@ -662,7 +882,7 @@ func TestFault06_PubSubKills(t *testing.T) {
 		bound := time.Duration(len(ws)) * (hold + e.hb)
 		r := e.check(CheckOpts{HandoffBound: e.hb})
 		_, p99, mx := r.HandoffStats()
-		report(t, "6a CLIENT KILL TYPE pubsub every 15ms during a drain of 20", fmt.Sprintf("FIFO holds, drain <= 20×(hold %v + heartbeat %v) = %v", hold, e.hb, ms(bound)),
+		report(t, k.label+"6a CLIENT KILL TYPE pubsub every 15ms during a drain of 20", fmt.Sprintf("FIFO holds, drain <= 20×(hold %v + heartbeat %v) = %v", hold, e.hb, ms(bound)),
 			fmt.Sprintf("drain=%v handoff p99=%v max=%v kill-commands=%d connections-killed=%d violations=%d", ms(drain), ms(p99), ms(mx), kills, killed, len(r.Violations)))
 		if drain > bound+slack {
 			t.Errorf("drain took %v > %v", drain, bound)
@@ -677,14 +897,13 @@ func TestFault06_PubSubKills(t *testing.T) {
 		name := "subscriberace"
 		p := e.c.Spawn()
 		var worst time.Duration
-		const trials = 15
 		for i := 0; i < trials; i++ {
 			p.Send("reset")
 			l, pw := e.hold(name)
-			w := p.Acquire(name, 0)
+			w := p.AcquireReq(k.req(i), name, 0)
 			// release as soon as the enqueue is visible, with a pub/sub kill
 			deadline := time.Now().Add(5 * time.Second)
-			for e.inspect(name).Waiters == 0 && time.Now().Before(deadline) {
+			for e.census(name).Waiters == 0 && time.Now().Before(deadline) {
 			}
 			if i%2 == 1 {
 				e.rdb.ClientKillByFilter(ctx, "TYPE", "pubsub")
@@ -698,7 +917,7 @@ func TestFault06_PubSubKills(t *testing.T) {
 			}
 			e.await(t, w, "rel")
 		}
-		report(t, "6b release between enqueue and subscribe (fresh Locker, 15 trials)", fmt.Sprintf("grant <= heartbeat %v after release", e.hb), "worst="+ms(worst))
+		report(t, fmt.Sprintf("%s6b release between enqueue and subscribe (fresh Locker, %d trials)", k.label, trials), fmt.Sprintf("grant <= heartbeat %v after release", e.hb), "worst="+ms(worst))
 		e.settle(name)
 	})
 	e.check(CheckOpts{})
@@ -707,9 +926,15 @@ func TestFault06_PubSubKills(t *testing.T) {
 // ---------------------------------------------------------------------------
 // 7. Redis SIGKILL and restart without persistence.
 
-func TestFault07_RedisRestart(t *testing.T) {
+func TestFault07_RedisRestart(t *testing.T) { faultRedisRestart(t, mutexKind) }
+
+// faultRedisRestart kills Redis under a holder and three waiters and starts
+// it empty: the holder sees ErrLost within its lease, each waiter is granted
+// (or fails) within lease + waiter TTL + 2 heartbeats, and fences keep
+// growing.
+func faultRedisRestart(t *testing.T, k kind) {
 	const lease, waiterTTL = 500 * time.Millisecond, 500 * time.Millisecond
-	e := newEnv(t, lease, waiterTTL)
+	e := newKindEnv(t, k, lease, waiterTTL)
 	name := "restart"
 	h := e.c.Spawn()
 	ps := e.spawn(3)
@@ -756,7 +981,7 @@ func TestFault07_RedisRestart(t *testing.T) {
 		t.Errorf("fence after restart %d <= before %d", l.Fence(), maxFenceBefore)
 	}
 	e.release(l, pw)
-	report(t, "7 Redis SIGKILL + restart", fmt.Sprintf("holder ErrLost <= lease %v; waiters granted or error <= lease+waiter TTL+2×heartbeat = %v; fences grow", lease, ms(wbound)),
+	report(t, k.label+"7 Redis SIGKILL + restart", fmt.Sprintf("holder ErrLost <= lease %v; waiters granted or error <= lease+waiter TTL+2×heartbeat = %v; fences grow", lease, ms(wbound)),
 		fmt.Sprintf("restart-took=%v holder-lost=%v waiters-worst=%v outcomes=%v fence-before=%d fence-after=%d",
 			ms(dur(up-t0)), ms(lostAfter), ms(worst), outcomes, maxFenceBefore, l.Fence()))
 	e.check(CheckOpts{NoFIFO: true})
@@ -766,9 +991,13 @@ func TestFault07_RedisRestart(t *testing.T) {
 // ---------------------------------------------------------------------------
 // 8. SCRIPT FLUSH during a drain.
 
-func TestFault08_ScriptFlush(t *testing.T) {
+func TestFault08_ScriptFlush(t *testing.T) { faultScriptFlush(t, mutexKind) }
+
+// faultScriptFlush flushes the script cache every 7 ms during a drain of
+// 20: no error, FIFO, and the drain within its bound.
+func faultScriptFlush(t *testing.T, k kind) {
 	const hold = 10 * time.Millisecond
-	e := newEnv(t, time.Second, time.Second)
+	e := newKindEnv(t, k, time.Second, time.Second)
 	ctx := context.Background()
 	name := "flush"
 	var flushes int
@@ -789,7 +1018,7 @@ func TestFault08_ScriptFlush(t *testing.T) {
 	bound := time.Duration(len(ws)) * (hold + e.hb)
 	r := e.check(CheckOpts{HandoffBound: e.hb})
 	_, p99, mx := r.HandoffStats()
-	report(t, "8 SCRIPT FLUSH every 7ms during a drain of 20", fmt.Sprintf("no error, FIFO, drain <= 20×(hold+heartbeat) = %v", ms(bound)),
+	report(t, k.label+"8 SCRIPT FLUSH every 7ms during a drain of 20", fmt.Sprintf("no error, FIFO, drain <= 20×(hold+heartbeat) = %v", ms(bound)),
 		fmt.Sprintf("errors=%d drain=%v handoff p99=%v max=%v flushes=%d", errs, ms(drain), ms(p99), ms(mx), flushes))
 	e.settle(name)
 }
@@ -797,7 +1026,15 @@ func TestFault08_ScriptFlush(t *testing.T) {
 // ---------------------------------------------------------------------------
 // 9. Cancellation at random moments.
 
-func TestFault09_CancellationTrials(t *testing.T) {
+func TestFault09_CancellationTrials(t *testing.T) { faultCancellation(t, mutexKind) }
+
+// faultCancellation runs 1,000 trials (200 with -short) of a waiter
+// queued behind a hold of everything and cancelled at a random moment:
+// before its enqueue, during it, while it waits, racing the grant, or just
+// after it. Each must leave no trace: the lock free (no holder, permits all
+// back, no waiter, an empty queue) within a heartbeat, every key with a
+// TTL, and an error matching ctx.Err().
+func faultCancellation(t *testing.T, k kind) {
 	const lease, waiterTTL = 300 * time.Millisecond, 300 * time.Millisecond
 	trials := 1000
 	if testing.Short() {
@@ -814,6 +1051,7 @@ func TestFault09_CancellationTrials(t *testing.T) {
 	var mu sync.Mutex
 	modes := map[string]int{}
 	outcomes := map[string]int{}
+	reqs := map[string]int{} // waiters' requests
 	var worstFree time.Duration
 	slowFree := map[string]int{} // trials where the lock was not free at the first look
 	var failures []string
@@ -834,9 +1072,20 @@ func TestFault09_CancellationTrials(t *testing.T) {
 			holder, waiter := newL(), newL()
 			name := "cancel" + strconv.Itoa(wk)
 			ctx := context.Background()
+			hold, err := acquirer(holder, k.all, name, false)
+			if err != nil {
+				fail("holder: %v", err)
+				return
+			}
 			for i := wk; i < trials; i += workers {
 				mode := cancelModes[rng.IntN(len(cancelModes))]
-				hl, err := holder.Acquire(ctx, name)
+				asks := k.req(rng.IntN(len(k.seq)))
+				acquire, err := acquirer(waiter, asks, name, false)
+				if err != nil {
+					fail("trial %d: waiter %s: %v", i, asks, err)
+					return
+				}
+				hl, err := hold(ctx)
 				if err != nil {
 					fail("trial %d: holder acquire: %v", i, err)
 					return
@@ -852,7 +1101,7 @@ func TestFault09_CancellationTrials(t *testing.T) {
 					cancel()
 				}
 				go func() {
-					l, err := waiter.Acquire(wctx, name, fairlock.OnQueued(func(int) { queued <- struct{}{} }))
+					l, err := acquire(wctx, fairlock.OnQueued(func(int) { queued <- struct{}{} }))
 					done <- res{l, err}
 				}()
 				waitQueued := func() {
@@ -922,15 +1171,15 @@ func TestFault09_CancellationTrials(t *testing.T) {
 					fail("trial %d: Acquire with an already-cancelled ctx returned a lease", i)
 				}
 				cancel()
-				// The lock must be free (no orphan, no lock held by nobody)
-				// within one heartbeat.
+				// The lock must be free (no orphan, no lock held by nobody,
+				// permits all back) within one heartbeat.
 				t0 := time.Now()
 				polls := 0
 				for {
 					polls++
-					st, err := inspector.Inspect(ctx, name)
-					qlen, _ := rdb.LLen(ctx, prefix+":{"+name+"}:queue").Result()
-					if err == nil && !st.Held && st.Waiters == 0 && qlen == 0 {
+					st, err := lockCensus(ctx, inspector, k, name)
+					qlen, _ := rdb.LLen(ctx, queueKey(k, name)).Result()
+					if err == nil && st.Holders == 0 && st.InUse == 0 && st.Waiters == 0 && qlen == 0 {
 						break
 					}
 					if time.Since(t0) > hb+slack {
@@ -954,6 +1203,7 @@ func TestFault09_CancellationTrials(t *testing.T) {
 				mu.Lock()
 				modes[mode]++
 				outcomes[mode+"/"+out]++
+				reqs[asks.String()]++
 				worstFree = max(worstFree, free)
 				mu.Unlock()
 			}
@@ -964,8 +1214,12 @@ func TestFault09_CancellationTrials(t *testing.T) {
 	for _, f := range failures {
 		t.Error(f)
 	}
-	report(t, "9 cancellation at random moments", fmt.Sprintf("%d trials: no orphan, no lock held by nobody, free within heartbeat %v, every key has a TTL, err matches ctx.Err()", trials, hb),
-		fmt.Sprintf("failures=%d worst-time-to-free=%v not-free-at-first-look=%v elapsed=%v outcomes=%v", len(failures), ms(worstFree), slowFree, ms(elapsed), outcomes))
+	asked := ""
+	if k.name != "mutex" {
+		asked = fmt.Sprintf(" behind %s, waiters %v", k.all, reqs)
+	}
+	report(t, k.label+"9 cancellation at random moments", fmt.Sprintf("%d trials: no orphan, no lock held by nobody, permits all back, free within heartbeat %v, every key has a TTL, err matches ctx.Err()", trials, hb),
+		fmt.Sprintf("failures=%d worst-time-to-free=%v not-free-at-first-look=%v elapsed=%v outcomes=%v%s", len(failures), ms(worstFree), slowFree, ms(elapsed), outcomes, asked))
 }
 
 var cancelModes = []string{"before-enqueue", "mid-enqueue", "during-wait", "racing-grant", "after-grant"}
@@ -1206,14 +1460,19 @@ func TestFault10_SlowNetwork(t *testing.T) {
 // the next waiter take the lock, then resumes it. Acquire in the resumed
 // process must not return a lease that Redis no longer gives it: it either
 // queues anew or returns a lease its token really holds.
-func TestFault11_PausedWaiterGetsStaleGrant(t *testing.T) {
+func TestFault11_PausedWaiterGetsStaleGrant(t *testing.T) { faultPausedWaiter(t, mutexKind) }
+
+// faultPausedWaiter is TestFault11's scenario on kind k: the paused head
+// and the waiter behind it ask for one of the kind's pairs, so that the
+// second cannot share with the first.
+func faultPausedWaiter(t *testing.T, k kind) {
 	const lease, waiterTTL = 400 * time.Millisecond, 400 * time.Millisecond
-	e := newEnv(t, lease, waiterTTL)
+	e := newKindEnv(t, k, lease, waiterTTL)
 	name := "pausedwaiter"
 	l, pw := e.hold(name)
 	p1, p2 := e.c.Spawn(), e.c.Spawn()
-	w1 := e.queue(t, p1, name, -1, 1, "verify")
-	w2 := e.queue(t, p2, name, -1, 2, "verify")
+	w1 := e.queueReq(t, p1, name, k.pairs[0][0], -1, 1, "verify")
+	w2 := e.queueReq(t, p2, name, k.pairs[0][1], -1, 2, "verify")
 	t0 := p1.Signal(syscall.SIGSTOP)
 	e.release(l, pw) // grants w1 in Redis; its message waits in w1's socket
 	g2 := e.c.H.MustWait(t, waiterTTL+e.hb+5*time.Second, "w2 granted", isKind(w2, "granted"))
@@ -1245,7 +1504,7 @@ func TestFault11_PausedWaiterGetsStaleGrant(t *testing.T) {
 		}
 	}
 	e.releaseIn(t, p2, w2)
-	report(t, "11 SIGSTOP head waiter while granted, SIGCONT after the next grant",
+	report(t, k.label+"11 SIGSTOP head waiter while granted, SIGCONT after the next grant",
 		fmt.Sprintf("next waiter granted <= waiter TTL %v + heartbeat %v = %v; resumed waiter queues anew, never returns a stale lease", waiterTTL, e.hb, ms(bound)),
 		fmt.Sprintf("next-grant=%v resumed-waiter=%s stale-lease-lived=%v", ms(skip), outcome, ms(staleFor)))
 	// Clean up: the resumed waiter either holds, waits, or failed.

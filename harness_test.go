@@ -61,6 +61,11 @@ type Ev struct {
 	Tok   string
 	Err   string // "ok", "notheld", "lost", "canceled", ...
 	N     int64  // free number (counter value, count)
+	// On "call" events: what was asked for (see Req). Lk is "mutex", "sem",
+	// "read" or "write"; Cap the capacity and Per the permits, as the
+	// checker counts them (a writer takes all of MaxCapacity).
+	Lk       string
+	Cap, Per int64
 }
 
 func (e Ev) String() string {
@@ -83,6 +88,9 @@ func (e Ev) String() string {
 	str("tok", e.Tok)
 	str("err", e.Err)
 	num("n", e.N)
+	str("lk", e.Lk)
+	num("cap", e.Cap)
+	num("per", e.Per)
 	return b.String()
 }
 
@@ -91,8 +99,8 @@ func parseEv(line string) (Ev, bool) {
 		return Ev{}, false
 	}
 	var e Ev
-	strs := map[string]*string{"p": &e.Proc, "k": &e.Kind, "w": &e.W, "l": &e.L, "tok": &e.Tok, "err": &e.Err}
-	nums := map[string]*int64{"t": &e.T, "f": &e.Fence, "n": &e.N}
+	strs := map[string]*string{"p": &e.Proc, "k": &e.Kind, "w": &e.W, "l": &e.L, "tok": &e.Tok, "err": &e.Err, "lk": &e.Lk}
+	nums := map[string]*int64{"t": &e.T, "f": &e.Fence, "n": &e.N, "cap": &e.Cap, "per": &e.Per}
 	for _, f := range strings.Fields(line[3:]) {
 		k, v, ok := strings.Cut(f, "=")
 		if !ok {
@@ -135,6 +143,122 @@ func errClass(err error) string {
 		}
 	}
 	return "other:" + strings.Join(strings.Fields(err.Error()), "_")
+}
+
+// Req is what one Acquire asks for: the mutex, N permits of a semaphore of
+// capacity Cap, or a read-write lock as reader or writer. Its String form
+// ("mutex", "sem:3:2", "read", "write") travels in agent commands.
+type Req struct {
+	Kind string // "mutex", "sem", "read", "write"
+	Cap  int    // semaphore capacity
+	N    int    // semaphore permits
+}
+
+var (
+	mutexReq = Req{Kind: "mutex"}
+	readReq  = Req{Kind: "read"}
+	writeReq = Req{Kind: "write"}
+)
+
+func semReq(capacity, n int) Req { return Req{Kind: "sem", Cap: capacity, N: n} }
+
+func (r Req) String() string {
+	if r.Kind == "sem" {
+		return fmt.Sprintf("sem:%d:%d", r.Cap, r.N)
+	}
+	return r.Kind
+}
+
+// parseReq reads Req.String's form; anything else is the mutex.
+func parseReq(s string) Req {
+	f := strings.Split(s, ":")
+	switch {
+	case f[0] == "sem" && len(f) == 3:
+		c, _ := strconv.Atoi(f[1])
+		n, _ := strconv.Atoi(f[2])
+		return semReq(c, n)
+	case f[0] == "read" || f[0] == "write":
+		return Req{Kind: f[0]}
+	}
+	return mutexReq
+}
+
+// permits is what r takes of what capacity, as the checker counts them:
+// the mutex 1 of 1, a reader 1 of MaxCapacity and a writer all of it, as
+// the library's engine does.
+func (r Req) permits() (capacity, n int64) {
+	switch r.Kind {
+	case "sem":
+		return int64(r.Cap), int64(r.N)
+	case "read":
+		return fairlock.MaxCapacity, 1
+	case "write":
+		return fairlock.MaxCapacity, fairlock.MaxCapacity
+	}
+	return 1, 1
+}
+
+// family is the primitive of a lock kind ("mutex", "sem" or "rw"): the
+// three are independent even under one name.
+func family(kind string) string {
+	switch kind {
+	case "sem":
+		return "sem"
+	case "read", "write":
+		return "rw"
+	}
+	return "mutex"
+}
+
+// acquireFunc is one Acquire-like call with its lock and request bound.
+type acquireFunc func(context.Context, ...fairlock.AcquireOption) (*fairlock.Lease, error)
+
+// acquirer returns the call of l that acquires r on name: the waiting one,
+// or the Try one if try.
+func acquirer(l *fairlock.Locker, r Req, name string, try bool) (acquireFunc, error) {
+	switch r.Kind {
+	case "sem":
+		s, err := l.Semaphore(name, r.Cap)
+		if err != nil {
+			return nil, err
+		}
+		if try {
+			return func(ctx context.Context, o ...fairlock.AcquireOption) (*fairlock.Lease, error) {
+				return s.TryAcquire(ctx, r.N, o...)
+			}, nil
+		}
+		return func(ctx context.Context, o ...fairlock.AcquireOption) (*fairlock.Lease, error) {
+			return s.Acquire(ctx, r.N, o...)
+		}, nil
+	case "read", "write":
+		m, err := l.RWMutex(name)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case r.Kind == "read" && try:
+			return m.TryRLock, nil
+		case r.Kind == "read":
+			return m.RLock, nil
+		case try:
+			return m.TryLock, nil
+		}
+		return m.Lock, nil
+	}
+	if try {
+		return func(ctx context.Context, o ...fairlock.AcquireOption) (*fairlock.Lease, error) {
+			return l.TryAcquire(ctx, name, o...)
+		}, nil
+	}
+	return func(ctx context.Context, o ...fairlock.AcquireOption) (*fairlock.Lease, error) {
+		return l.Acquire(ctx, name, o...)
+	}, nil
+}
+
+// callEv is the "call" event of waiter w asking for r on name.
+func callEv(w, name string, r Req) Ev {
+	c, n := r.permits()
+	return Ev{W: w, Kind: "call", L: name, Lk: r.Kind, Cap: c, Per: n}
 }
 
 // ---------------------------------------------------------------------------
@@ -401,10 +525,18 @@ func (p *Proc) NewW() string {
 	return fmt.Sprintf("%s.w%d", p.ID, p.nw)
 }
 
-// Acquire asks the agent to start an Acquire on name. hold < 0 keeps the
-// lease until Release is sent; otherwise the agent releases after hold.
-// Flags: "die" makes the agent SIGKILL itself as soon as Acquire returns.
+// Acquire asks the agent to start an Acquire of the mutex name. hold < 0
+// keeps the lease until Release is sent; otherwise the agent releases after
+// hold. Flags: "die" makes the agent SIGKILL itself as soon as Acquire
+// returns; "try" makes it a TryAcquire; "verify" reports who holds the
+// lock in Redis right after the grant.
 func (p *Proc) Acquire(name string, hold time.Duration, flags ...string) string {
+	return p.AcquireReq(mutexReq, name, hold, flags...)
+}
+
+// AcquireReq is Acquire of r on name: the mutex, a semaphore or a
+// read-write lock.
+func (p *Proc) AcquireReq(r Req, name string, hold time.Duration, flags ...string) string {
 	w := p.NewW()
 	fl := "-"
 	if len(flags) > 0 {
@@ -414,7 +546,7 @@ func (p *Proc) Acquire(name string, hold time.Duration, flags ...string) string 
 	if hold >= 0 {
 		h = hold.Microseconds()
 	}
-	p.Send("acq %s %s %d %s", w, name, h, fl)
+	p.Send("acq %s %s %d %s %s", w, name, h, fl, r)
 	return w
 }
 
@@ -508,7 +640,7 @@ func agentMain() {
 	if os.Getenv("FL_OBSERVE") != "" {
 		// library events, for diagnosis: "obs" with the kind in Err
 		a.opts = append(a.opts, fairlock.WithObserver(func(ev fairlock.Event) {
-			e := Ev{Kind: "obs", Tok: ev.Token, Fence: ev.Fence, Pos: ev.Position, Err: ev.Kind.String()}
+			e := Ev{Kind: "obs", L: ev.Name, Tok: ev.Token, Fence: ev.Fence, Pos: ev.Position, Err: ev.Kind.String(), Lk: ev.Lock.String(), Per: int64(ev.Permits)}
 			if ev.Err != nil {
 				e.Err += "/" + errClass(ev.Err)
 			}
@@ -570,12 +702,12 @@ func (a *agent) release(w string, l *fairlock.Lease) {
 	a.emit(Ev{T: t, W: w, Kind: "rel", Err: errClass(err), Fence: l.Fence()})
 }
 
-// acquireAs calls acquire (Acquire or TryAcquire) of name for waiter w and
-// reports the call, the queueing, and an error. It returns the lease and the
-// time Acquire returned.
-func (a *agent) acquireAs(ctx context.Context, acquire func(context.Context, string, ...fairlock.AcquireOption) (*fairlock.Lease, error), w, name string) (*fairlock.Lease, int64, error) {
-	a.emit(Ev{W: w, Kind: "call", L: name})
-	lease, err := acquire(ctx, name, fairlock.OnQueued(func(pos int) {
+// acquireAs calls acquire (r on name) for waiter w and reports the call,
+// the queueing, and an error. It returns the lease and the time Acquire
+// returned.
+func (a *agent) acquireAs(ctx context.Context, acquire acquireFunc, w, name string, r Req) (*fairlock.Lease, int64, error) {
+	a.emit(callEv(w, name, r))
+	lease, err := acquire(ctx, fairlock.OnQueued(func(pos int) {
 		a.emit(Ev{W: w, Kind: "queued", Pos: pos})
 	}))
 	t := monoNow()
@@ -583,6 +715,16 @@ func (a *agent) acquireAs(ctx context.Context, acquire func(context.Context, str
 		a.emit(Ev{T: t, W: w, Kind: "acqerr", Err: errClass(err)})
 	}
 	return lease, t, err
+}
+
+// acquirer is the package's acquirer on the agent's Locker; a request it
+// refuses becomes a call that fails with that error.
+func (a *agent) acquirer(r Req, name string, try bool) acquireFunc {
+	acquire, err := acquirer(a.getLocker(), r, name, try)
+	if err != nil {
+		return func(context.Context, ...fairlock.AcquireOption) (*fairlock.Lease, error) { return nil, err }
+	}
+	return acquire
 }
 
 func (a *agent) command(f []string) {
@@ -594,8 +736,8 @@ func (a *agent) command(f []string) {
 	}
 	num := func(i int) int64 { n, _ := strconv.ParseInt(arg(i), 10, 64); return n }
 	switch f[0] {
-	case "acq": // acq W NAME HOLDµs FLAGS
-		go a.acquire(arg(1), arg(2), num(3), arg(4))
+	case "acq": // acq W NAME HOLDµs FLAGS REQ
+		go a.acquire(arg(1), arg(2), num(3), arg(4), parseReq(arg(5)))
 	case "rel": // rel W
 		if l := a.held(arg(1), "rel"); l != nil {
 			a.release(arg(1), l)
@@ -628,8 +770,12 @@ func (a *agent) command(f []string) {
 		if c != nil {
 			c()
 		}
-	case "contend": // contend NAME GOROUTINES DURms COUNTERKEY HOLDµs TRYGOROUTINES
-		go a.contend(arg(1), int(num(2)), time.Duration(num(3))*time.Millisecond, arg(4), time.Duration(num(5))*time.Microsecond, int(num(6)))
+	case "contend": // contend NAME GOROUTINES DURms COUNTERKEY HOLDµs TRYGOROUTINES REQ,REQ,...
+		var reqs []Req
+		for _, r := range strings.Split(arg(7), ",") {
+			reqs = append(reqs, parseReq(r))
+		}
+		go a.contend(arg(1), int(num(2)), time.Duration(num(3))*time.Millisecond, arg(4), time.Duration(num(5))*time.Microsecond, int(num(6)), reqs)
 	case "reset": // close the Locker and open a fresh one (fresh subscription)
 		a.emit(Ev{Kind: "closing"})
 		if err := a.getLocker().Close(); err != nil {
@@ -647,17 +793,13 @@ func (a *agent) command(f []string) {
 	}
 }
 
-func (a *agent) acquire(w, name string, holdUS int64, flags string) {
+func (a *agent) acquire(w, name string, holdUS int64, flags string, r Req) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	a.mu.Lock()
 	a.cancel[w] = cancel
 	a.mu.Unlock()
-	acquire := a.getLocker().Acquire
-	if strings.Contains(flags, "try") {
-		acquire = a.getLocker().TryAcquire
-	}
-	lease, t, err := a.acquireAs(ctx, acquire, w, name)
+	lease, t, err := a.acquireAs(ctx, a.acquirer(r, name, strings.Contains(flags, "try")), w, name, r)
 	if err != nil {
 		return
 	}
@@ -665,9 +807,10 @@ func (a *agent) acquire(w, name string, holdUS int64, flags string) {
 		syscall.Kill(os.Getpid(), syscall.SIGKILL) //nolint:errcheck
 	}
 	if strings.Contains(flags, "verify") {
-		// Who holds the lock in Redis right after Acquire returned? (plain
-		// names only: no escaping needed)
-		holder, err := a.client.Get(context.Background(), fairlock.DefaultKeyPrefix+":{"+name+"}:lock").Result()
+		// Does Redis give the lock to this lease right after Acquire
+		// returned? Tok is the holder Redis names (the mutex) or the
+		// lease's token if it is among the holders (the other kinds).
+		holder, err := holderInRedis(context.Background(), a.client, name, r, lease.Token())
 		if err != nil {
 			holder = "none:" + errClass(err)
 		}
@@ -694,28 +837,56 @@ func (a *agent) acquire(w, name string, holdUS int64, flags string) {
 	}()
 }
 
-// contend runs g goroutines that loop Acquire, an unguarded read-modify-write
-// of counterKey, Release, for d. The first try of them use TryAcquire
-// instead (a refusal is an "acqerr notacquired"), to check it never jumps
-// the queue.
-func (a *agent) contend(name string, g int, d time.Duration, counterKey string, hold time.Duration, try int) {
+// holderInRedis reads who holds name in Redis (plain names only: no
+// escaping needed): the mutex's holder token, or for the other kinds token
+// if it is among the holders and "none" if not.
+func holderInRedis(ctx context.Context, c *redis.Client, name string, r Req, token string) (string, error) {
+	if family(r.Kind) == "mutex" {
+		return c.Get(ctx, fairlock.DefaultKeyPrefix+":{"+name+"}:lock").Result()
+	}
+	_, err := c.ZScore(ctx, fairlock.DefaultKeyPrefix+":{"+name+"}:"+family(r.Kind)+":holders", token).Result()
+	if errors.Is(err, redis.Nil) {
+		return "none", nil
+	}
+	return token, err
+}
+
+// writeWeight is what a writer adds to a contend counter: more than any
+// number of readers there, so that the counter tells a writer's overlap.
+const writeWeight = 1 << 20
+
+// contend runs g goroutines that loop Acquire, a critical section, Release,
+// for d; goroutine i asks for reqs[i%len(reqs)]. The first try of them use
+// TryAcquire instead (a refusal is an "acqerr notacquired"), to check it
+// never jumps the queue.
+//
+// The mutex's section is an unguarded read-modify-write of counterKey,
+// right only under mutual exclusion. The other kinds' section adds its
+// weight to counterKey on entry (its permits; 1 for a reader, writeWeight
+// for a writer) and takes it away on exit: a value above the limit
+// (capacity, or writeWeight) on entry is reported as "over", and the
+// highest value seen as "peak".
+func (a *agent) contend(name string, g int, d time.Duration, counterKey string, hold time.Duration, try int, reqs []Req) {
 	l := a.getLocker()
 	end := time.Now().Add(d)
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	n := 0
+	var peak int64
 	for i := 0; i < g; i++ {
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
+			r := reqs[i%len(reqs)]
+			acquire, err := acquirer(l, r, name, i < try)
+			if err != nil {
+				a.emit(Ev{Kind: "rmwerr", Err: errClass(err)})
+				return
+			}
 			for k := 0; time.Now().Before(end); k++ {
 				w := fmt.Sprintf("%s.g%d.%d", a.id, i, k)
 				ctx := context.Background()
-				acquire := l.Acquire
-				if i < try {
-					acquire = l.TryAcquire
-				}
-				lease, t, err := a.acquireAs(ctx, acquire, w, name)
+				lease, t, err := a.acquireAs(ctx, acquire, w, name, r)
 				if err != nil {
 					if errors.Is(err, fairlock.ErrNotAcquired) {
 						time.Sleep(2*time.Millisecond + time.Duration(rand.IntN(3000))*time.Microsecond)
@@ -725,15 +896,13 @@ func (a *agent) contend(name string, g int, d time.Duration, counterKey string, 
 					continue
 				}
 				a.emit(Ev{T: t, W: w, Kind: "granted", Fence: lease.Fence(), Tok: lease.Token()})
-				v, err := a.client.Get(ctx, counterKey).Int64()
-				if err != nil && !errors.Is(err, redis.Nil) {
-					a.emit(Ev{W: w, Kind: "rmwerr", Err: errClass(err)})
-				}
-				if hold > 0 {
-					time.Sleep(hold)
-				}
-				if err := a.client.Set(ctx, counterKey, v+1, 0).Err(); err != nil {
-					a.emit(Ev{W: w, Kind: "rmwerr", Err: errClass(err)})
+				if family(r.Kind) == "mutex" {
+					a.readModifyWrite(ctx, w, counterKey, hold)
+				} else {
+					v := a.countedSection(ctx, w, counterKey, hold, r)
+					mu.Lock()
+					peak = max(peak, v)
+					mu.Unlock()
 				}
 				a.release(w, lease)
 				mu.Lock()
@@ -746,7 +915,50 @@ func (a *agent) contend(name string, g int, d time.Duration, counterKey string, 
 		}(i)
 	}
 	wg.Wait()
+	a.emit(Ev{Kind: "peak", N: peak})
 	a.emit(Ev{Kind: "contend-done", N: int64(n)})
+}
+
+// readModifyWrite is the mutex's critical section: an unguarded increment
+// of counterKey, with hold between the read and the write.
+func (a *agent) readModifyWrite(ctx context.Context, w, counterKey string, hold time.Duration) {
+	v, err := a.client.Get(ctx, counterKey).Int64()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		a.emit(Ev{W: w, Kind: "rmwerr", Err: errClass(err)})
+	}
+	if hold > 0 {
+		time.Sleep(hold)
+	}
+	if err := a.client.Set(ctx, counterKey, v+1, 0).Err(); err != nil {
+		a.emit(Ev{W: w, Kind: "rmwerr", Err: errClass(err)})
+	}
+}
+
+// countedSection is the critical section of a semaphore or read-write
+// lock: r's weight is on counterKey for hold. It returns the value on
+// entry.
+func (a *agent) countedSection(ctx context.Context, w, counterKey string, hold time.Duration, r Req) int64 {
+	weight, limit := int64(r.N), int64(r.Cap)
+	if family(r.Kind) == "rw" {
+		weight, limit = 1, writeWeight
+		if r.Kind == "write" {
+			weight = writeWeight
+		}
+	}
+	v, err := a.client.IncrBy(ctx, counterKey, weight).Result()
+	if err != nil {
+		a.emit(Ev{W: w, Kind: "rmwerr", Err: errClass(err)})
+	}
+	if v > limit {
+		a.emit(Ev{W: w, Kind: "over", N: v})
+	}
+	if hold > 0 {
+		time.Sleep(hold)
+	}
+	if err := a.client.DecrBy(ctx, counterKey, weight).Err(); err != nil {
+		a.emit(Ev{W: w, Kind: "rmwerr", Err: errClass(err)})
+	}
+	return v
 }
 
 func runtimeYield() { time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond) }
