@@ -43,8 +43,12 @@ type Results struct {
 	Contended   []ContendedResult   `json:"contended,omitempty"`
 	FIFO        []FIFOResult        `json:"fifo,omitempty"`
 	Scale       []ScaleResult       `json:"scale,omitempty"`
-	Baseline    *Baseline           `json:"baseline,omitempty"`
-	Targets     []Target            `json:"targets,omitempty"`
+	Semaphore   []KindResult        `json:"semaphore,omitempty"`
+	RWMutex     []KindResult        `json:"rwmutex,omitempty"`
+	// SemaphoreDrain is the scale scenario's one-name drain on a semaphore.
+	SemaphoreDrain []ScaleResult `json:"semaphore_drain,omitempty"`
+	Baseline       *Baseline     `json:"baseline,omitempty"`
+	Targets        []Target      `json:"targets,omitempty"`
 }
 
 // Baseline is what an earlier run measured of the paths issue 9 says must
@@ -86,7 +90,7 @@ func main() {
 		etcdEP        = flag.String("etcd", "", "etcd client URL (empty: skip etcd)")
 		etcdPID       = flag.Int("etcd-pid", 0, "etcd process id, for its CPU time from /proc")
 		peersF        = flag.String("peers", "fairlock,redislock,redsync,naive,etcd", "peers to run")
-		scenF         = flag.String("scenarios", "limit,uncontended,contended,contended-mp,fifo,scale", "scenarios to run")
+		scenF         = flag.String("scenarios", "limit,uncontended,contended,contended-mp,fifo,scale,semaphore,rwmutex,semaphore-drain", "scenarios to run")
 		out           = flag.String("out", "results", "output directory")
 		lease         = flag.Duration("lease", 10*time.Second, "lease TTL / expiry for every peer")
 		spin          = flag.Duration("spin", time.Millisecond, "retry delay of the spinning peers")
@@ -109,7 +113,17 @@ func main() {
 		scaleNames    = flag.Int("scale-names", 1000, "scale: names of the many-names case (0 = skip)")
 		scalePer      = flag.Int("scale-per-name", 10, "scale: waiters per name in the many-names case")
 		scalePeers    = flag.String("scale-peers", "fairlock,naive", "scale: peers")
-		scalePeerMax  = flag.Int("scale-peer-max", 100, "scale: largest waiter count run for peers other than fairlock")
+		scalePeerMax  = flag.Int("scale-peer-max", 100, "scale, semaphore-drain: largest waiter count run for peers other than fairlock")
+		semCap        = flag.Int("sem-capacity", 4, "semaphore, semaphore-drain: capacity (every request takes 1 permit)")
+		semWorkers    = flag.Int("sem-workers", 16, "semaphore: workers (one client each)")
+		semHold       = flag.Duration("sem-hold", time.Millisecond, "semaphore: hold time")
+		semDur        = flag.Duration("sem-dur", 10*time.Second, "semaphore: duration per peer")
+		semDrain      = flag.String("sem-drain", "10,10000", "semaphore-drain: waiter counts on one semaphore (peers: -scale-peers)")
+		rwWorkers     = flag.Int("rw-workers", 16, "rwmutex: workers (one client each)")
+		rwReadPct     = flag.Int("rw-read-pct", 90, "rwmutex: share of cycles that read, in %, drawn per cycle")
+		rwSeed        = flag.Uint64("rw-seed", 1, "rwmutex: seed of each worker's draws (with its number)")
+		rwHold        = flag.Duration("rw-hold", time.Millisecond, "rwmutex: hold time, readers and writers")
+		rwDur         = flag.Duration("rw-dur", 10*time.Second, "rwmutex: duration per peer")
 		cpuprofile    = flag.String("cpuprofile", "", "write a CPU profile of the whole run")
 		warmup        = flag.Duration("warmup", 3*time.Second, "load Redis and the CPUs this long before measuring (the first seconds after idle run slow here)")
 		reportOnly    = flag.Bool("report-only", false, "re-render results.md and chart.svg from results.json")
@@ -263,11 +277,11 @@ func main() {
 		}
 		flush()
 	}
+	sp := map[string]bool{}
+	for _, n := range strings.Split(*scalePeers, ",") {
+		sp[strings.TrimSpace(n)] = true
+	}
 	if scen["scale"] {
-		sp := map[string]bool{}
-		for _, n := range strings.Split(*scalePeers, ",") {
-			sp[strings.TrimSpace(n)] = true
-		}
 		for _, p := range peers {
 			if !sp[p.Name] {
 				continue
@@ -276,17 +290,13 @@ func main() {
 				if p.Name != "fairlock" && names*per > *scalePeerMax {
 					return
 				}
-				r := runScale(p, e, mon, names, per, c)
+				r := runScale(p, e, mon, names, per, 1, c)
 				res.Scale = append(res.Scale, r)
 				logf("scale %-9s %-10s drain %8.1f ms, %.2f cmds/grant, %.2f RT/grant, %.0f B/waiter (heap %.0f), pubsub %d, used_memory %d %s",
 					p.Name, c, r.DrainMs, r.ServerCmdsPerGrant, r.RoundTripsPerGrant, r.HeapStackPerWaiter, r.HeapPerWaiter, r.PubsubConns, r.UsedMemoryPeak, r.Note)
 				clean()
 			}
-			for _, s := range strings.Split(*scaleOne, ",") {
-				n, err := strconv.Atoi(strings.TrimSpace(s))
-				if err != nil || n <= 0 {
-					continue
-				}
+			for _, n := range counts(*scaleOne) {
 				run(1, n, fmt.Sprintf("1x%d", n))
 			}
 			if *scaleNames > 0 {
@@ -294,8 +304,69 @@ func main() {
 			}
 		}
 	}
+	// The semaphore and read-write lock rows: for the peers that have both.
+	var kindPeers []peer
+	for _, p := range peers {
+		if p.Kinds != nil {
+			kindPeers = append(kindPeers, p)
+		}
+	}
+	logKind := func(r KindResult) {
+		logf("%s %-9s %6.0f grants/s jain %.4f wait p99 %6.1f ms max %6.1f ms in use %.0f%% over capacity %d/%d order broken %d of %d (by %s) readers past a writer %d clients %d conns %d %s",
+			r.Kind, r.Peer, r.GrantsPerSec, r.Jain, r.WaitP99us/1e3, r.WaitMaxus/1e3, 100*r.InUse, r.OverCapacity, r.OverCapacityAtomic, r.OrderBroken, r.OrderChecked, r.OrderBy, r.PassedWriter, r.Clients, r.Conns, r.Note)
+	}
+	if scen["semaphore"] {
+		for _, p := range kindPeers {
+			r := runSemaphore(p, e, mon, *semCap, *semWorkers, *semHold, *semDur)
+			res.Semaphore = append(res.Semaphore, r)
+			logKind(r)
+			clean()
+		}
+		flush()
+	}
+	if scen["rwmutex"] {
+		for _, p := range kindPeers {
+			r := runRW(p, e, mon, *rwWorkers, *rwReadPct, *rwSeed, *rwHold, *rwDur)
+			res.RWMutex = append(res.RWMutex, r)
+			logKind(r)
+			if r.Writers != nil {
+				logf("rwmutex %-9s writers: %.0f grants/s, wait p99 %.1f ms max %.1f ms; readers %.0f grants/s", r.Peer, r.Writers.GrantsPerSec, r.Writers.WaitP99us/1e3, r.Writers.WaitMaxus/1e3, r.Readers.GrantsPerSec)
+			}
+			clean()
+		}
+		flush()
+	}
+	if scen["semaphore-drain"] {
+		for _, p := range kindPeers {
+			if !sp[p.Name] {
+				continue
+			}
+			for _, n := range counts(*semDrain) {
+				if p.Name != "fairlock" && n > *scalePeerMax {
+					continue
+				}
+				r := runScale(semaphoreAsPeer(p, *semCap), e, mon, 1, n, *semCap, fmt.Sprintf("1x%d", n))
+				r.Capacity = *semCap
+				res.SemaphoreDrain = append(res.SemaphoreDrain, r)
+				logf("semaphore-drain %-9s %-8s drain %8.1f ms, %.2f cmds/grant, %.1f µs Redis CPU/grant, %.2f RT/grant, conns %d %s",
+					p.Name, r.Case, r.DrainMs, r.ServerCmdsPerGrant, r.ServerCPUusPerGrant, r.RoundTripsPerGrant, r.Dials, r.Note)
+				clean()
+			}
+		}
+	}
 	flush()
 	logf("wrote %s/results.{json,md}, chart.svg", *out)
+}
+
+// counts parses a comma-separated list of positive counts, skipping the rest.
+func counts(list string) []int {
+	var out []int
+	for _, s := range strings.Split(list, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && n > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func meta(mon *monitor, e *env, peers []peer) Meta {
@@ -326,6 +397,9 @@ func meta(mon *monitor, e *env, peers []peer) Meta {
 	}
 	for _, p := range peers {
 		m.Settings = append(m.Settings, p.Name+": "+p.Settings)
+		if p.KindSettings != "" {
+			m.Settings = append(m.Settings, p.Name+" (semaphore, read-write lock): "+p.KindSettings)
+		}
 	}
 	return m
 }

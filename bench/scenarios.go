@@ -373,6 +373,7 @@ func runFIFO(p peer, e *env, mon *monitor, n, rounds int, spacing, hold time.Dur
 type ScaleResult struct {
 	Peer                string  `json:"peer"`
 	Case                string  `json:"case"`
+	Capacity            int     `json:"capacity,omitempty"` // a semaphore's: its holders take 1 permit each
 	Names               int     `json:"names"`
 	PerName             int     `json:"per_name"`
 	Waiters             int     `json:"waiters"`
@@ -391,6 +392,8 @@ type ScaleResult struct {
 	UsedMemoryPeak      int64   `json:"used_memory_peak"`
 	UsedMemoryPerWaiter float64 `json:"used_memory_per_waiter"`
 	DrainRTPerGrant     float64 `json:"drain_round_trips_per_grant"`
+	ServerCPUusPerGrant float64 `json:"server_cpu_us_per_grant"`
+	DrainCPUusPerGrant  float64 `json:"drain_server_cpu_us_per_grant"`
 	runDetail
 }
 
@@ -398,7 +401,10 @@ type queuedReporter interface {
 	Queued(ctx context.Context, name string) (int, error)
 }
 
-func runScale(p peer, e *env, mon *monitor, names, perName int, caseName string) ScaleResult {
+// runScale queues names × perName waiters of one worker behind holds grants
+// per name of another (a mutex: 1; a semaphore: its capacity, 1 permit
+// each), then releases those and measures the drain.
+func runScale(p peer, e *env, mon *monitor, names, perName, holds int, caseName string) ScaleResult {
 	N := names * perName
 	r := ScaleResult{Peer: p.Name, Case: caseName, Names: names, PerName: perName, Waiters: N, Lockers: 3}
 	if !p.Concurrent {
@@ -441,9 +447,9 @@ func runScale(p peer, e *env, mon *monitor, names, perName int, caseName string)
 	c0 := set.c.snap()
 	p0 := probeC.commands.Load()
 
-	unlocks := make([]unlockFunc, names)
+	unlocks := make([]unlockFunc, names*holds)
 	for i := range unlocks {
-		if unlocks[i], err = holder.Lock(ctx, nameOf(i)); err != nil {
+		if unlocks[i], err = holder.Lock(ctx, nameOf(i/holds)); err != nil {
 			r.Note = "holder: " + err.Error()
 			return r
 		}
@@ -539,6 +545,8 @@ func runScale(p peer, e *env, mon *monitor, names, perName int, caseName string)
 		r.ServerCmdsPerGrant = float64(sd.Commands-probeCmds) / n
 		r.DrainCmdsPerGrant = float64(sdDrain.Commands-(probeC.commands.Load()-pPeak)) / n
 		r.DrainRTPerGrant = float64(set.c.snap().sub(cPeak).RoundTrips) / n
+		r.ServerCPUusPerGrant = float64(sd.CPUus) / n
+		r.DrainCPUusPerGrant = float64(sdDrain.CPUus) / n
 	}
 	r.Cmdstats = sd.Cmdstats
 	r.ClientCalls = cs.Names
