@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
 	"sort"
 	"time"
@@ -198,4 +199,20 @@ func writerGaps(recs []rec, startAt, endAt int64) []int64 {
 		}
 	}
 	return gaps
+}
+
+// runSemaphoreDrain is runScale on one semaphore of capacity permits:
+// waiters of 1 permit queue behind one holder of all of them, which then
+// releases. A case of fewer than minGrants waiters runs in rounds until it
+// has made that many grants, so that its cost per grant is not the fixed
+// cost of its run (connections, the monitor's calls, a Redis gone cold).
+func runSemaphoreDrain(p peer, e *env, mon *monitor, capacity, waiters, minGrants int) ScaleResult {
+	rounds := (minGrants + waiters - 1) / waiters
+	hold := func(ctx context.Context, holder worker, name string) (unlockFunc, error) {
+		t, err := kindOf(holder).Semaphore(ctx, name, capacity, capacity)
+		return t.unlock, err
+	}
+	r := runScale(semaphoreAsPeer(p, capacity), e, mon, 1, waiters, rounds, hold, fmt.Sprintf("1x%d", waiters))
+	r.Capacity = capacity
+	return r
 }

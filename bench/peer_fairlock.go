@@ -122,7 +122,10 @@ func init() {
 	for name, src := range map[string]string{
 		"acquire": scripts.Acquire, "release": scripts.Release, "cancel": scripts.Cancel,
 		"extend": scripts.Extend, "heartbeat": scripts.Heartbeat, "inspect": scripts.Inspect,
-		"seed": scripts.Seed,
+		"seed":            scripts.Seed,
+		"counted-acquire": scripts.CountedAcquire, "counted-release": scripts.CountedRelease,
+		"counted-cancel": scripts.CountedCancel, "counted-extend": scripts.CountedExtend,
+		"counted-heartbeat": scripts.CountedHeartbeat, "census": scripts.Census,
 	} {
 		nameScript(name, redis.NewScript(src))
 	}

@@ -221,7 +221,7 @@ func evalTargets(res *Results) []Target {
 		add("Scale", fmt.Sprintf("%s: client heap < 4 KiB per waiter", s.Case), fmt.Sprintf("%.0f B", s.HeapPerWaiter), s.HeapPerWaiter < 4096)
 		add("Scale", fmt.Sprintf("%s: client heap + goroutine stacks < 4 KiB per waiter", s.Case), fmt.Sprintf("%.0f B (stack %.0f B: the caller's goroutine blocked in Acquire)", s.HeapStackPerWaiter, s.HeapStackPerWaiter-s.HeapPerWaiter), s.HeapStackPerWaiter < 4096)
 		add("Scale", fmt.Sprintf("%s: pub/sub connections 1 per Locker", s.Case), fmt.Sprintf("%d for %d Lockers (waiters', holders', and a probe that never waits), %d waiters", s.PubsubConns, s.Lockers, s.Waiters), s.PubsubConns <= s.Lockers)
-		if s.Granted != s.Waiters || s.Note != "" {
+		if s.Granted != s.Waiters*max(s.Rounds, 1) || s.Note != "" {
 			add("Scale", s.Case+": every waiter granted", fmt.Sprintf("%d of %d %s", s.Granted, s.Waiters, s.Note), false)
 		}
 	}
