@@ -1,7 +1,8 @@
 // Command bench runs fairlock and the locks users would pick instead (bsm/redislock,
 // redsync, etcd's concurrency.Mutex, a naive SET NX PX spin) through the same
-// scenarios against one redis-server (and one etcd), and writes
-// results.json, results.md and chart.svg. run.sh starts the servers.
+// scenarios against one redis-server (and one etcd), and fairlock's Semaphore
+// and RWMutex against a naive spinning semaphore and read-write lock, and
+// writes results.json, results.md and chart.svg. run.sh starts the servers.
 package main
 
 import (
