@@ -23,7 +23,15 @@ type rec struct {
 	TG int64 `json:"tg"`
 	TR int64 `json:"tr"`
 	TU int64 `json:"tu"` // unlock returned
+	// The semaphore and read-write lock rows also record:
+	N     int   `json:"n,omitempty"`     // permits held (a writer: all); 0 is 1
+	Write bool  `json:"write,omitempty"` // a writer of a read-write lock
+	Fence int64 `json:"fence,omitempty"` // the grant's place in Redis's grant order; 0: the peer has none
+	TQ    int64 `json:"tq,omitempty"`    // when the client learnt it had to wait; 0: granted at once
 }
+
+// permits is what the grant holds, 1 for a mutex.
+func (x rec) permits() int64 { return int64(max(x.N, 1)) }
 
 type loopOut struct {
 	Recs     []rec     `json:"recs"`
@@ -76,8 +84,58 @@ func (s *workerSet) close() {
 // runLoops runs every worker of the set in a lock/hold/unlock loop on name
 // from startAt until endAt (monotonic ns). idBase numbers the workers.
 func (s *workerSet) runLoops(name string, idBase int, startAt, endAt int64, hold time.Duration) loopOut {
+	return runCycles(s.c, s.mutexCycles(name), idBase, startAt, endAt, hold, 1)
+}
+
+// mutexCycles are the set's workers' Locks of name, as cycles.
+func (s *workerSet) mutexCycles(name string) []cycle {
+	cycles := make([]cycle, len(s.ws))
+	for i, w := range s.ws {
+		cycles[i] = func(ctx context.Context) (taken, error) {
+			u, err := w.Lock(ctx, name)
+			return taken{unlock: u}, err
+		}
+	}
+	return cycles
+}
+
+// measureLoops runs cycles on the set's counters, 50 ms from now for dur,
+// between two snapshots of the server, as every in-process contended row
+// does; it notes the row's PING baseline and SLOWLOG in d.
+func measureLoops(set *workerSet, mon *monitor, d *runDetail, cycles []cycle, hold, dur time.Duration, capacity int64) (out loopOut, sd serverDelta, startAt, endAt int64) {
+	ctx := context.Background()
+	d.LocalPingus = mon.localPing(ctx, 200*time.Millisecond)
+	mon.slowlogReset(ctx)
+	s0, _ := mon.snap(ctx)
+	startAt = mono() + int64(50*time.Millisecond)
+	endAt = startAt + int64(dur)
+	out = runCycles(set.c, cycles, 0, startAt, endAt, hold, capacity)
+	s1, _ := mon.snap(ctx)
+	d.Slowlog = mon.slowlog(ctx, 5)
+	return out, diffServer(s0, s1), startAt, endAt
+}
+
+// taken is one grant as a cycle reports it: a mutex's leaves every field
+// but unlock zero.
+type taken struct {
+	unlock unlockFunc
+	n      int   // permits held; 0 is 1
+	write  bool  // a writer of a read-write lock
+	fence  int64 // see rec.Fence
+	queued int64 // see rec.TQ
+}
+
+// A cycle takes one grant for one worker of runCycles.
+type cycle func(ctx context.Context) (taken, error)
+
+// runCycles runs one acquire/hold/release loop per cycle, from startAt
+// until endAt (monotonic ns); idBase numbers the workers. The permits held
+// at once, counted in process between grant and release, must stay within
+// capacity (1 for a mutex): every grant that takes them above it is counted
+// in loopOut.Overlaps.
+func runCycles(c *counters, cycles []cycle, idBase int, startAt, endAt int64, hold time.Duration, capacity int64) loopOut {
 	var (
-		holders  atomic.Int64
+		held     atomic.Int64
 		overlaps atomic.Int64
 		errs     atomic.Int64
 		mu       sync.Mutex
@@ -85,91 +143,177 @@ func (s *workerSet) runLoops(name string, idBase int, startAt, endAt int64, hold
 		firstErr string
 		wg       sync.WaitGroup
 	)
-	c0 := s.c.snap()
+	fail := func(prefix string, err error) {
+		if errs.Add(1) == 1 {
+			mu.Lock()
+			firstErr = prefix + err.Error()
+			mu.Unlock()
+		}
+	}
+	c0 := c.snap()
 	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(time.Duration(endAt-mono())+60*time.Second))
 	defer cancel()
-	for i, w := range s.ws {
+	for i, take := range cycles {
 		wg.Add(1)
-		go func(id int, w worker) {
+		go func(id int, take cycle) {
 			defer wg.Done()
 			var mine []rec
 			sleepUntil(startAt)
 			for mono() < endAt {
 				t0 := mono()
-				unlock, err := w.Lock(ctx, name)
+				g, err := take(ctx)
 				tg := mono()
 				if err != nil {
-					if errs.Add(1) == 1 {
-						mu.Lock()
-						firstErr = err.Error()
-						mu.Unlock()
-					}
+					fail("", err)
 					if ctx.Err() != nil {
 						break
 					}
 					continue
 				}
-				if holders.Add(1) != 1 {
+				x := rec{W: id, T0: t0, TG: tg, N: g.n, Write: g.write, Fence: g.fence, TQ: g.queued}
+				n := x.permits()
+				if held.Add(n) > capacity {
 					overlaps.Add(1)
 				}
 				if hold > 0 {
 					time.Sleep(hold)
 				}
-				holders.Add(-1)
-				tr := mono()
-				err = unlock(ctx)
-				mine = append(mine, rec{W: id, T0: t0, TG: tg, TR: tr, TU: mono()})
+				held.Add(-n)
+				x.TR = mono()
+				err = g.unlock(ctx)
+				x.TU = mono()
+				mine = append(mine, x)
 				if err != nil {
-					if errs.Add(1) == 1 {
-						mu.Lock()
-						firstErr = "unlock: " + err.Error()
-						mu.Unlock()
-					}
+					fail("unlock: ", err)
 				}
 			}
 			mu.Lock()
 			all = append(all, mine...)
 			mu.Unlock()
-		}(idBase+i, w)
+		}(idBase+i, take)
 	}
 	wg.Wait()
-	return loopOut{Recs: all, Counts: s.c.snap().sub(c0), Errors: errs.Load(), Overlaps: overlaps.Load(), FirstErr: firstErr}
+	return loopOut{Recs: all, Counts: c.snap().sub(c0), Errors: errs.Load(), Overlaps: overlaps.Load(), FirstErr: firstErr}
 }
 
 // ContendedResult is one peer in scenario 2.
 type ContendedResult struct {
-	Peer                string  `json:"peer"`
-	Variant             string  `json:"variant"`
-	Procs               int     `json:"procs"`
-	Workers             int     `json:"workers"`
-	HoldMs              float64 `json:"hold_ms"`
-	DurationS           float64 `json:"duration_s"`
-	Grants              int     `json:"grants"`
-	GrantsTotal         int     `json:"grants_total"`
-	GrantsPerSec        float64 `json:"grants_per_s"`
-	Busy                float64 `json:"busy"`
-	Jain                float64 `json:"jain"`
-	MinGrants           int64   `json:"min_grants"`
-	MaxGrants           int64   `json:"max_grants"`
-	WaitP50us           float64 `json:"wait_p50_us"`
-	WaitP99us           float64 `json:"wait_p99_us"`
-	WaitMaxus           float64 `json:"wait_max_us"`
-	GapP50us            float64 `json:"gap_p50_us"`
-	GapP99us            float64 `json:"gap_p99_us"`
-	GapMaxus            float64 `json:"gap_max_us"`
-	GapsOver5ms         int     `json:"gaps_over_5ms"`
-	ReleaseP50us        float64 `json:"release_p50_us"`
-	HoldMeanus          float64 `json:"hold_mean_us"`
+	Peer    string  `json:"peer"`
+	Variant string  `json:"variant"`
+	Procs   int     `json:"procs"`
+	Workers int     `json:"workers"`
+	HoldMs  float64 `json:"hold_ms"`
+	grantFigures
+	Busy         float64 `json:"busy"`
+	GapP50us     float64 `json:"gap_p50_us"`
+	GapP99us     float64 `json:"gap_p99_us"`
+	GapMaxus     float64 `json:"gap_max_us"`
+	GapsOver5ms  int     `json:"gaps_over_5ms"`
+	ReleaseP50us float64 `json:"release_p50_us"`
+	grantCost
+	Overlaps       int64   `json:"overlaps"`
+	OverlapsAtomic int64   `json:"overlaps_atomic"`
+	Barging        int     `json:"barging"`
+	BargingPct     float64 `json:"barging_pct"`
+	Errors         int64   `json:"errors"`
+	runDetail
+}
+
+// grantFigures are what every contended row measures of the grants in its
+// window, or of one class of them (a read-write lock's readers).
+type grantFigures struct {
+	DurationS    float64 `json:"duration_s"`
+	Grants       int     `json:"grants"`
+	GrantsTotal  int     `json:"grants_total"`
+	GrantsPerSec float64 `json:"grants_per_s"`
+	Jain         float64 `json:"jain"`
+	MinGrants    int64   `json:"min_grants"`
+	MaxGrants    int64   `json:"max_grants"`
+	WaitP50us    float64 `json:"wait_p50_us"`
+	WaitP99us    float64 `json:"wait_p99_us"`
+	WaitMaxus    float64 `json:"wait_max_us"`
+	HoldMeanus   float64 `json:"hold_mean_us"`
+}
+
+// figures measures the grants of recs (sorted by grant time) that keep
+// selects, nil for all; workers number 0..workers-1. It also returns the
+// permits held × time of those in the window, in ns.
+func figures(recs []rec, workers int, startAt, endAt int64, keep func(rec) bool) (grantFigures, int64) {
+	var g grantFigures
+	perW := make([]int64, workers)
+	var waits []int64
+	var hold, permitTime int64
+	for _, x := range recs {
+		if keep != nil && !keep(x) {
+			continue
+		}
+		g.GrantsTotal++
+		if x.TG < startAt || x.TG > endAt {
+			continue
+		}
+		g.Grants++
+		if x.W < workers {
+			perW[x.W]++
+		}
+		waits = append(waits, x.TG-x.T0)
+		hold += x.TR - x.TG
+		permitTime += x.permits() * (x.TR - x.TG)
+	}
+	g.DurationS = float64(endAt-startAt) / 1e9
+	g.GrantsPerSec = float64(g.Grants) / g.DurationS
+	g.Jain = jain(perW)
+	if len(perW) > 0 {
+		g.MinGrants, g.MaxGrants = perW[0], perW[0]
+		for _, n := range perW {
+			g.MinGrants = min(g.MinGrants, n)
+			g.MaxGrants = max(g.MaxGrants, n)
+		}
+	}
+	g.WaitP50us = us(percentile(waits, 50))
+	g.WaitP99us = us(percentile(waits, 99))
+	g.WaitMaxus = us(maxOf(waits))
+	if g.Grants > 0 {
+		g.HoldMeanus = us(hold) / float64(g.Grants)
+	}
+	return g, permitTime
+}
+
+// overCapacity counts the grants in the window that took the permits held
+// at once, by the records' grant-to-release intervals, above capacity: for
+// a mutex (capacity 1) the grants that overlapped another holder. It is
+// valid across processes, on the shared clock. Client-side intervals lie
+// within the server-side ones, so a correct lock never shows one.
+func overCapacity(recs []rec, capacity, startAt, endAt int64) int64 {
+	type edge struct {
+		t     int64
+		delta int64
+		count bool
+	}
+	edges := make([]edge, 0, 2*len(recs))
+	for _, x := range recs {
+		edges = append(edges, edge{x.TG, x.permits(), x.TG >= startAt && x.TG <= endAt}, edge{x.TR, -x.permits(), false})
+	}
+	// at one instant a release comes before a grant
+	sort.Slice(edges, func(i, j int) bool {
+		return edges[i].t < edges[j].t || edges[i].t == edges[j].t && edges[i].delta < edges[j].delta
+	})
+	var held, n int64
+	for _, e := range edges {
+		held += e.delta
+		if e.delta > 0 && held > capacity && e.count {
+			n++
+		}
+	}
+	return n
+}
+
+// grantCost is what a row's grants cost, per grant: client round trips and
+// commands, Redis commands and CPU.
+type grantCost struct {
 	RoundTripsPerGrant  float64 `json:"round_trips_per_grant"`
 	ClientCmdsPerGrant  float64 `json:"client_cmds_per_grant"`
 	ServerCmdsPerGrant  float64 `json:"server_cmds_per_grant"`
 	ServerCPUusPerGrant float64 `json:"server_cpu_us_per_grant"`
-	Overlaps            int64   `json:"overlaps"`
-	OverlapsAtomic      int64   `json:"overlaps_atomic"`
-	Barging             int     `json:"barging"`
-	BargingPct          float64 `json:"barging_pct"`
-	Errors              int64   `json:"errors"`
-	runDetail
 }
 
 // runDetail is what every scenario row records about its run besides its
@@ -186,67 +330,32 @@ type runDetail struct {
 // analyse fills the grant-sequence metrics from the merged records.
 func analyse(r *ContendedResult, recs []rec, workers int, startAt, endAt int64) {
 	sort.Slice(recs, func(i, j int) bool { return recs[i].TG < recs[j].TG })
-	r.GrantsTotal = len(recs)
-	perW := make([]int64, workers)
+	var busy int64
+	r.grantFigures, busy = figures(recs, workers, startAt, endAt, nil)
+	r.Busy = float64(busy) / float64(endAt-startAt)
+	r.Overlaps = overCapacity(recs, 1, startAt, endAt)
 	byW := make([][]rec, workers)
 	for _, x := range recs {
 		if x.W < workers {
 			byW[x.W] = append(byW[x.W], x) // sorted by TG since recs is
 		}
 	}
-	// waitingAt reports whether a worker other than w had an Acquire call
-	// outstanding at time t.
-	waitingAt := func(w int, t int64) bool {
-		for o := 0; o < workers; o++ {
-			if o == w {
-				continue
-			}
-			rs := byW[o]
-			i := sort.Search(len(rs), func(i int) bool { return rs[i].TG >= t })
-			if i < len(rs) && rs[i].T0 <= t {
-				return true
-			}
-		}
-		return false
-	}
-	var waits, gaps, rels []int64
-	var busy int64
+	var gaps, rels []int64
 	for i, x := range recs {
 		if x.TG < startAt || x.TG > endAt {
 			continue
 		}
-		r.Grants++
-		perW[x.W]++
-		waits = append(waits, x.TG-x.T0)
 		rels = append(rels, x.TU-x.TR)
-		busy += x.TR - x.TG
 		if i > 0 {
 			p := recs[i-1]
-			if x.TG < p.TR {
-				r.Overlaps++ // interval check, valid across processes
-			} else {
+			if x.TG >= p.TR {
 				gaps = append(gaps, x.TG-p.TR)
 			}
-			if p.W == x.W && waitingAt(x.W, p.TR) {
+			if p.W == x.W && outstanding(byW, x.W, p.TR) != nil {
 				r.Barging++
 			}
 		}
 	}
-	d := float64(endAt-startAt) / 1e9
-	r.DurationS = d
-	r.GrantsPerSec = float64(r.Grants) / d
-	r.Busy = float64(busy) / float64(endAt-startAt)
-	r.Jain = jain(perW)
-	if len(perW) > 0 {
-		r.MinGrants, r.MaxGrants = perW[0], perW[0]
-		for _, g := range perW {
-			r.MinGrants = min(r.MinGrants, g)
-			r.MaxGrants = max(r.MaxGrants, g)
-		}
-	}
-	r.WaitP50us = us(percentile(waits, 50))
-	r.WaitP99us = us(percentile(waits, 99))
-	r.WaitMaxus = us(maxOf(waits))
 	r.GapP50us = us(percentile(gaps, 50))
 	r.GapP99us = us(percentile(gaps, 99))
 	r.ReleaseP50us = us(percentile(rels, 50))
@@ -257,29 +366,51 @@ func analyse(r *ContendedResult, recs []rec, workers int, startAt, endAt int64) 
 		}
 	}
 	if r.Grants > 0 {
-		r.HoldMeanus = us(busy) / float64(r.Grants)
 		r.BargingPct = 100 * float64(r.Barging) / float64(r.Grants)
 	}
 }
 
-func perGrant(r *ContendedResult, cs countSnap, sd serverDelta, redis bool) {
-	n := float64(r.GrantsTotal)
+// outstanding returns the request of a worker other than w that had its
+// acquire call outstanding at time t (called, not yet granted), the first
+// such worker's, or nil. byW holds each worker's records in grant order.
+func outstanding(byW [][]rec, w int, t int64) *rec {
+	for o := range byW {
+		if o == w {
+			continue
+		}
+		if x := pending(byW[o], t); x != nil {
+			return x
+		}
+	}
+	return nil
+}
+
+// pending returns the record of rs (one worker's, in grant order) whose
+// acquire call was outstanding at t, or nil.
+func pending(rs []rec, t int64) *rec {
+	i := sort.Search(len(rs), func(i int) bool { return rs[i].TG >= t })
+	if i < len(rs) && rs[i].T0 <= t {
+		return &rs[i]
+	}
+	return nil
+}
+
+// perGrant divides a run's counts by its grants.
+func perGrant(g *grantCost, d *runDetail, grants int, cs countSnap, sd serverDelta, redis bool) {
+	n := float64(grants)
 	if n == 0 {
 		return
 	}
+	g.RoundTripsPerGrant = float64(cs.RoundTrips) / n
+	g.ClientCmdsPerGrant = float64(cs.Commands) / n
+	d.ClientCalls = cs.Names
 	if redis {
-		r.RoundTripsPerGrant = float64(cs.RoundTrips) / n
-		r.ClientCmdsPerGrant = float64(cs.Commands) / n
-		r.ServerCmdsPerGrant = float64(sd.Commands) / n
-		r.ServerCPUusPerGrant = float64(sd.CPUus) / n
-		r.Cmdstats = sd.Cmdstats
-		r.ClientCalls = cs.Names
-		r.EvalUsec = sd.UsecPer["evalsha"]
+		g.ServerCmdsPerGrant = float64(sd.Commands) / n
+		g.ServerCPUusPerGrant = float64(sd.CPUus) / n
+		d.Cmdstats = sd.Cmdstats
+		d.EvalUsec = sd.UsecPer["evalsha"]
 	} else {
-		r.RoundTripsPerGrant = float64(cs.RoundTrips) / n
-		r.ClientCmdsPerGrant = float64(cs.Commands) / n
-		r.ServerCPUusPerGrant = float64(sd.EtcdCPUus) / n
-		r.ClientCalls = cs.Names
+		g.ServerCPUusPerGrant = float64(sd.EtcdCPUus) / n
 	}
 }
 
@@ -292,23 +423,15 @@ func runContended(p peer, e *env, mon *monitor, workers int, hold, dur time.Dura
 		return r
 	}
 	defer set.close()
-	ctx := context.Background()
-	r.LocalPingus = mon.localPing(ctx, 200*time.Millisecond)
-	mon.slowlogReset(ctx)
-	s0, _ := mon.snap(ctx)
-	startAt := mono() + int64(50*time.Millisecond)
-	endAt := startAt + int64(dur)
-	out := set.runLoops(name, 0, startAt, endAt, hold)
-	s1, _ := mon.snap(ctx)
+	out, sd, startAt, endAt := measureLoops(set, mon, &r.runDetail, set.mutexCycles(name), hold, dur, 1)
 	dumpRecs(p.Name, out.Recs, startAt)
-	r.Slowlog = mon.slowlog(ctx, 5)
 	analyse(&r, out.Recs, workers, startAt, endAt)
 	r.OverlapsAtomic += out.Overlaps
 	r.Errors = out.Errors
 	if out.FirstErr != "" {
 		r.Note = "first error: " + out.FirstErr
 	}
-	perGrant(&r, out.Counts, diffServer(s0, s1), p.Redis)
+	perGrant(&r.grantCost, &r.runDetail, r.GrantsTotal, out.Counts, sd, p.Redis)
 	return r
 }
 
@@ -393,7 +516,7 @@ func runContendedMP(p peer, e *env, mon *monitor, procs, perProc int, hold, dur 
 	s1, _ := mon.snap(ctx)
 	r.Slowlog = mon.slowlog(ctx, 5)
 	analyse(&r, recs, workers, startAt, endAt)
-	perGrant(&r, cs, diffServer(s0, s1), p.Redis)
+	perGrant(&r.grantCost, &r.runDetail, r.GrantsTotal, cs, diffServer(s0, s1), p.Redis)
 	return r
 }
 

@@ -1,7 +1,8 @@
 // Command bench runs fairlock and the locks users would pick instead (bsm/redislock,
 // redsync, etcd's concurrency.Mutex, a naive SET NX PX spin) through the same
-// scenarios against one redis-server (and one etcd), and writes
-// results.json, results.md and chart.svg. run.sh starts the servers.
+// scenarios against one redis-server (and one etcd), and fairlock's Semaphore
+// and RWMutex against a naive spinning semaphore and read-write lock, and
+// writes results.json, results.md and chart.svg. run.sh starts the servers.
 package main
 
 import (
@@ -43,8 +44,12 @@ type Results struct {
 	Contended   []ContendedResult   `json:"contended,omitempty"`
 	FIFO        []FIFOResult        `json:"fifo,omitempty"`
 	Scale       []ScaleResult       `json:"scale,omitempty"`
-	Baseline    *Baseline           `json:"baseline,omitempty"`
-	Targets     []Target            `json:"targets,omitempty"`
+	Semaphore   []KindResult        `json:"semaphore,omitempty"`
+	RWMutex     []KindResult        `json:"rwmutex,omitempty"`
+	// SemaphoreDrain is the scale scenario's one-name drain on a semaphore.
+	SemaphoreDrain []ScaleResult `json:"semaphore_drain,omitempty"`
+	Baseline       *Baseline     `json:"baseline,omitempty"`
+	Targets        []Target      `json:"targets,omitempty"`
 }
 
 // Baseline is what an earlier run measured of the paths issue 9 says must
@@ -82,39 +87,51 @@ func loadBaseline(path string) (*Baseline, error) {
 
 func main() {
 	var (
-		redisAddr     = flag.String("redis", "127.0.0.1:6379", "redis-server address")
-		etcdEP        = flag.String("etcd", "", "etcd client URL (empty: skip etcd)")
-		etcdPID       = flag.Int("etcd-pid", 0, "etcd process id, for its CPU time from /proc")
-		peersF        = flag.String("peers", "fairlock,redislock,redsync,naive,etcd", "peers to run")
-		scenF         = flag.String("scenarios", "limit,uncontended,contended,contended-mp,fifo,scale", "scenarios to run")
-		out           = flag.String("out", "results", "output directory")
-		lease         = flag.Duration("lease", 10*time.Second, "lease TTL / expiry for every peer")
-		spin          = flag.Duration("spin", time.Millisecond, "retry delay of the spinning peers")
-		limitDur      = flag.Duration("limit-dur", 2*time.Second, "limit: duration of each measurement")
-		uncDur        = flag.Duration("uncontended-dur", 3*time.Second, "uncontended: duration per peer")
-		uncRounds     = flag.Int("uncontended-rounds", 6, "uncontended: turns per peer, the peers taking turns")
-		uncBg         = flag.Bool("uncontended-background", false, "uncontended: call with context.Background() instead of a context with a deadline")
-		uncBgFairlock = flag.Bool("uncontended-fairlock-background", true, "uncontended: also run fairlock with context.Background()")
-		cWorkers      = flag.Int("contended-workers", 16, "contended: workers (one client each)")
-		cHold         = flag.Duration("contended-hold", time.Millisecond, "contended: hold time")
-		cDur          = flag.Duration("contended-dur", 10*time.Second, "contended: duration per peer")
-		mpProcs       = flag.Int("mp-procs", 4, "contended-mp: processes")
-		mpWorkers     = flag.Int("mp-workers", 4, "contended-mp: workers per process")
-		mpDur         = flag.Duration("mp-dur", 10*time.Second, "contended-mp: duration per peer")
-		fWaiters      = flag.Int("fifo-waiters", 20, "fifo: waiters")
-		fSpacing      = flag.Duration("fifo-spacing", 20*time.Millisecond, "fifo: arrival spacing")
-		fHold         = flag.Duration("fifo-hold", 0, "fifo: hold time of each waiter")
-		fRounds       = flag.Int("fifo-rounds", 5, "fifo: rounds per peer")
-		scaleOne      = flag.String("scale-single", "10,100,1000,10000", "scale: waiter counts on one name")
-		scaleNames    = flag.Int("scale-names", 1000, "scale: names of the many-names case (0 = skip)")
-		scalePer      = flag.Int("scale-per-name", 10, "scale: waiters per name in the many-names case")
-		scalePeers    = flag.String("scale-peers", "fairlock,naive", "scale: peers")
-		scalePeerMax  = flag.Int("scale-peer-max", 100, "scale: largest waiter count run for peers other than fairlock")
-		cpuprofile    = flag.String("cpuprofile", "", "write a CPU profile of the whole run")
-		warmup        = flag.Duration("warmup", 3*time.Second, "load Redis and the CPUs this long before measuring (the first seconds after idle run slow here)")
-		reportOnly    = flag.Bool("report-only", false, "re-render results.md and chart.svg from results.json")
-		baseline      = flag.String("baseline", "", "results.json of an earlier run: fairlock's FIFO hand-off and largest drain must be no slower than there (within 50%)")
-		freeport      = flag.Bool("freeport", false, "print a free loopback TCP port and exit")
+		redisAddr      = flag.String("redis", "127.0.0.1:6379", "redis-server address")
+		etcdEP         = flag.String("etcd", "", "etcd client URL (empty: skip etcd)")
+		etcdPID        = flag.Int("etcd-pid", 0, "etcd process id, for its CPU time from /proc")
+		peersF         = flag.String("peers", "fairlock,redislock,redsync,naive,etcd", "peers to run")
+		scenF          = flag.String("scenarios", "limit,uncontended,contended,contended-mp,fifo,scale,semaphore,rwmutex,semaphore-drain", "scenarios to run")
+		out            = flag.String("out", "results", "output directory")
+		lease          = flag.Duration("lease", 10*time.Second, "lease TTL / expiry for every peer")
+		spin           = flag.Duration("spin", time.Millisecond, "retry delay of the spinning peers")
+		limitDur       = flag.Duration("limit-dur", 2*time.Second, "limit: duration of each measurement")
+		uncDur         = flag.Duration("uncontended-dur", 3*time.Second, "uncontended: duration per peer")
+		uncRounds      = flag.Int("uncontended-rounds", 6, "uncontended: turns per peer, the peers taking turns")
+		uncBg          = flag.Bool("uncontended-background", false, "uncontended: call with context.Background() instead of a context with a deadline")
+		uncBgFairlock  = flag.Bool("uncontended-fairlock-background", true, "uncontended: also run fairlock with context.Background()")
+		cWorkers       = flag.Int("contended-workers", 16, "contended: workers (one client each)")
+		cHold          = flag.Duration("contended-hold", time.Millisecond, "contended: hold time")
+		cDur           = flag.Duration("contended-dur", 10*time.Second, "contended: duration per peer")
+		mpProcs        = flag.Int("mp-procs", 4, "contended-mp: processes")
+		mpWorkers      = flag.Int("mp-workers", 4, "contended-mp: workers per process")
+		mpDur          = flag.Duration("mp-dur", 10*time.Second, "contended-mp: duration per peer")
+		fWaiters       = flag.Int("fifo-waiters", 20, "fifo: waiters")
+		fSpacing       = flag.Duration("fifo-spacing", 20*time.Millisecond, "fifo: arrival spacing")
+		fHold          = flag.Duration("fifo-hold", 0, "fifo: hold time of each waiter")
+		fRounds        = flag.Int("fifo-rounds", 5, "fifo: rounds per peer")
+		scaleOne       = flag.String("scale-single", "10,100,1000,10000", "scale: waiter counts on one name")
+		scaleNames     = flag.Int("scale-names", 1000, "scale: names of the many-names case (0 = skip)")
+		scalePer       = flag.Int("scale-per-name", 10, "scale: waiters per name in the many-names case")
+		scalePeers     = flag.String("scale-peers", "fairlock,naive", "scale: peers")
+		scalePeerMax   = flag.Int("scale-peer-max", 100, "scale, semaphore-drain: largest waiter count run for peers other than fairlock")
+		semCap         = flag.Int("sem-capacity", 4, "semaphore, semaphore-drain: capacity (every request takes 1 permit)")
+		semWorkers     = flag.Int("sem-workers", 16, "semaphore: workers (one client each)")
+		semHold        = flag.Duration("sem-hold", time.Millisecond, "semaphore: hold time")
+		semDur         = flag.Duration("sem-dur", 10*time.Second, "semaphore: duration per peer")
+		semDrain       = flag.String("sem-drain", "10,10000", "semaphore-drain: waiter counts on one semaphore")
+		semDrainPeers  = flag.String("sem-drain-peers", "fairlock", "semaphore-drain: peers (a spinner, which cannot say when all its waiters wait, sleeps 200 ms a round)")
+		semDrainGrants = flag.Int("sem-drain-grants", 1000, "semaphore-drain: a case of fewer waiters runs in rounds until it has made this many grants")
+		rwWorkers      = flag.Int("rw-workers", 16, "rwmutex: workers (one client each)")
+		rwReadPct      = flag.Int("rw-read-pct", 90, "rwmutex: share of cycles that read, in %, drawn per cycle")
+		rwSeed         = flag.Uint64("rw-seed", 1, "rwmutex: seed of each worker's draws (with its number)")
+		rwHold         = flag.Duration("rw-hold", time.Millisecond, "rwmutex: hold time, readers and writers")
+		rwDur          = flag.Duration("rw-dur", 10*time.Second, "rwmutex: duration per peer")
+		cpuprofile     = flag.String("cpuprofile", "", "write a CPU profile of the whole run")
+		warmup         = flag.Duration("warmup", 3*time.Second, "load Redis and the CPUs this long before measuring (the first seconds after idle run slow here)")
+		reportOnly     = flag.Bool("report-only", false, "re-render results.md and chart.svg from results.json")
+		baseline       = flag.String("baseline", "", "results.json of an earlier run: fairlock's FIFO hand-off and largest drain must be no slower than there (within 50%)")
+		freeport       = flag.Bool("freeport", false, "print a free loopback TCP port and exit")
 
 		child       = flag.Bool("child", false, "internal: worker process of contended-mp")
 		childW      = flag.Int("child-workers", 4, "internal")
@@ -174,10 +191,7 @@ func main() {
 		}
 		peers = append(peers, p)
 	}
-	scen := map[string]bool{}
-	for _, s := range strings.Split(*scenF, ",") {
-		scen[strings.TrimSpace(s)] = true
-	}
+	scen := nameSet(*scenF)
 	mon := newMonitor(e.RedisAddr, *etcdPID)
 	ctx := context.Background()
 	if err := mon.cl.Ping(ctx).Err(); err != nil {
@@ -264,10 +278,7 @@ func main() {
 		flush()
 	}
 	if scen["scale"] {
-		sp := map[string]bool{}
-		for _, n := range strings.Split(*scalePeers, ",") {
-			sp[strings.TrimSpace(n)] = true
-		}
+		sp := nameSet(*scalePeers)
 		for _, p := range peers {
 			if !sp[p.Name] {
 				continue
@@ -276,17 +287,13 @@ func main() {
 				if p.Name != "fairlock" && names*per > *scalePeerMax {
 					return
 				}
-				r := runScale(p, e, mon, names, per, c)
+				r := runScale(p, e, mon, names, per, 1, nil, c)
 				res.Scale = append(res.Scale, r)
 				logf("scale %-9s %-10s drain %8.1f ms, %.2f cmds/grant, %.2f RT/grant, %.0f B/waiter (heap %.0f), pubsub %d, used_memory %d %s",
 					p.Name, c, r.DrainMs, r.ServerCmdsPerGrant, r.RoundTripsPerGrant, r.HeapStackPerWaiter, r.HeapPerWaiter, r.PubsubConns, r.UsedMemoryPeak, r.Note)
 				clean()
 			}
-			for _, s := range strings.Split(*scaleOne, ",") {
-				n, err := strconv.Atoi(strings.TrimSpace(s))
-				if err != nil || n <= 0 {
-					continue
-				}
+			for _, n := range counts(*scaleOne) {
 				run(1, n, fmt.Sprintf("1x%d", n))
 			}
 			if *scaleNames > 0 {
@@ -294,8 +301,78 @@ func main() {
 			}
 		}
 	}
+	// The semaphore and read-write lock rows: for the peers that have both.
+	var kindPeers []peer
+	for _, p := range peers {
+		if p.Kinds != nil {
+			kindPeers = append(kindPeers, p)
+		}
+	}
+	logKind := func(r KindResult) {
+		logf("%s %-9s %6.0f grants/s jain %.4f wait p99 %6.1f ms max %6.1f ms in use %.0f%% over capacity %d/%d order broken %d of %d (by %s) readers past a writer %d clients %d conns %d %s",
+			r.Kind, r.Peer, r.GrantsPerSec, r.Jain, r.WaitP99us/1e3, r.WaitMaxus/1e3, 100*r.InUse, r.OverCapacity, r.OverCapacityAtomic, r.OrderBroken, r.OrderChecked, r.OrderBy, r.PassedWriter, r.Clients, r.Conns, r.Note)
+	}
+	if scen["semaphore"] {
+		for _, p := range kindPeers {
+			r := runSemaphore(p, e, mon, *semCap, *semWorkers, *semHold, *semDur)
+			res.Semaphore = append(res.Semaphore, r)
+			logKind(r)
+			clean()
+		}
+		flush()
+	}
+	if scen["rwmutex"] {
+		for _, p := range kindPeers {
+			r := runRW(p, e, mon, *rwWorkers, *rwReadPct, *rwSeed, *rwHold, *rwDur)
+			res.RWMutex = append(res.RWMutex, r)
+			logKind(r)
+			if r.Writers != nil {
+				logf("rwmutex %-9s writers: %.0f grants/s, wait p99 %.1f ms max %.1f ms; readers %.0f grants/s", r.Peer, r.Writers.GrantsPerSec, r.Writers.WaitP99us/1e3, r.Writers.WaitMaxus/1e3, r.Readers.GrantsPerSec)
+			}
+			clean()
+		}
+		flush()
+	}
+	if scen["semaphore-drain"] {
+		dp := nameSet(*semDrainPeers)
+		for _, p := range kindPeers {
+			if !dp[p.Name] {
+				continue
+			}
+			for _, n := range counts(*semDrain) {
+				if p.Name != "fairlock" && n > *scalePeerMax {
+					continue
+				}
+				r := runSemaphoreDrain(p, e, mon, *semCap, n, *semDrainGrants)
+				res.SemaphoreDrain = append(res.SemaphoreDrain, r)
+				logf("semaphore-drain %-9s %-8s ×%d rounds drain %8.1f ms, %.2f cmds/grant, %.1f µs Redis CPU/grant, %.2f RT/grant, conns %d %s",
+					p.Name, r.Case, r.Rounds, r.DrainMs, r.ServerCmdsPerGrant, r.ServerCPUusPerGrant, r.RoundTripsPerGrant, r.Dials, r.Note)
+				clean()
+			}
+		}
+	}
 	flush()
 	logf("wrote %s/results.{json,md}, chart.svg", *out)
+}
+
+// nameSet is the set of names in a comma-separated list.
+func nameSet(list string) map[string]bool {
+	m := map[string]bool{}
+	for _, n := range strings.Split(list, ",") {
+		m[strings.TrimSpace(n)] = true
+	}
+	return m
+}
+
+// counts parses a comma-separated list of positive counts, skipping the rest.
+func counts(list string) []int {
+	var out []int
+	for _, s := range strings.Split(list, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(s)); err == nil && n > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 func meta(mon *monitor, e *env, peers []peer) Meta {
@@ -326,6 +403,9 @@ func meta(mon *monitor, e *env, peers []peer) Meta {
 	}
 	for _, p := range peers {
 		m.Settings = append(m.Settings, p.Name+": "+p.Settings)
+		if p.KindSettings != "" {
+			m.Settings = append(m.Settings, p.Name+" (semaphore, read-write lock): "+p.KindSettings)
+		}
 	}
 	return m
 }

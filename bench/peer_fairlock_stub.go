@@ -6,13 +6,18 @@ import (
 	"errors"
 )
 
+var errNotBuilt = errors.New("fairlock not built into this binary")
+
 func fairlockPeer() peer {
 	return peer{
 		Name:     "fairlock",
 		Settings: "not built",
 		Redis:    true,
 		New: func(e *env, c *counters) (worker, error) {
-			return nil, errors.New("fairlock not built into this binary")
+			return nil, errNotBuilt
+		},
+		Kinds: func(e *env, c *counters) (kindWorker, error) {
+			return nil, errNotBuilt
 		},
 	}
 }

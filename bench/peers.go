@@ -116,13 +116,17 @@ type worker interface {
 }
 
 // peer builds workers. concurrent reports whether one worker may be used by
-// many goroutines at once (needed by the scale scenario).
+// many goroutines at once (needed by the scale scenario). Kinds, where the
+// peer has a semaphore and a read-write lock, builds their workers for the
+// semaphore and read-write lock rows.
 type peer struct {
-	Name       string
-	Settings   string
-	Redis      bool // talks to Redis (round trips counted by the hook)
-	Concurrent bool
-	New        func(env *env, c *counters) (worker, error)
+	Name         string
+	Settings     string
+	Redis        bool // talks to Redis (round trips counted by the hook)
+	Concurrent   bool
+	New          func(env *env, c *counters) (worker, error)
+	Kinds        func(env *env, c *counters) (kindWorker, error)
+	KindSettings string
 }
 
 type env struct {
@@ -152,24 +156,14 @@ type naiveWorker struct {
 func (w *naiveWorker) Lock(ctx context.Context, name string) (unlockFunc, error) {
 	tok := token()
 	key := "naive:" + name
-	for {
-		ok, err := w.cl.SetNX(ctx, key, tok, w.ttl).Result()
-		if err != nil {
-			return nil, err
-		}
-		if ok {
-			return func(ctx context.Context) error {
-				return naiveRelease.Run(ctx, w.cl, []string{key}, tok).Err()
-			}, nil
-		}
-		t := time.NewTimer(w.delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, ctx.Err()
-		case <-t.C:
-		}
+	if _, err := spin(ctx, w.delay, func() (bool, error) {
+		return w.cl.SetNX(ctx, key, tok, w.ttl).Result()
+	}); err != nil {
+		return nil, err
 	}
+	return func(ctx context.Context) error {
+		return naiveRelease.Run(ctx, w.cl, []string{key}, tok).Err()
+	}, nil
 }
 
 func (w *naiveWorker) Close() error { return w.cl.Close() }
@@ -317,6 +311,11 @@ func allPeers() []peer {
 			New: func(e *env, c *counters) (worker, error) {
 				return &naiveWorker{cl: newRedisClient(e.RedisAddr, c), ttl: e.LeaseTTL, delay: e.SpinDelay}, nil
 			},
+			Kinds: func(e *env, c *counters) (kindWorker, error) {
+				return &naiveKindWorker{cl: newRedisClient(e.RedisAddr, c), ttl: e.LeaseTTL, delay: e.SpinDelay}, nil
+			},
+			KindSettings: "semaphore: one Lua script (EVALSHA) drops expired holders from a sorted set member->deadline and admits if held+n <= capacity, else sleep spin and retry; release = ZREM. " +
+				"Read-write lock, not fair: a reader is admitted whenever no writer holds, a writer only when nobody holds (one script), else sleep spin and retry; release = ZREM (reader) or compare-and-delete (writer). Leases = lease",
 		},
 		{
 			Name:     "etcd",

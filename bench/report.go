@@ -12,7 +12,8 @@ import (
 	"strings"
 )
 
-// Target is one line of the targets of issues 4 and 9, evaluated on this run.
+// Target is one line of the targets of issues 4, 9 and 10, evaluated on
+// this run.
 type Target struct {
 	Area   string `json:"area"`
 	Target string `json:"target"`
@@ -220,11 +221,26 @@ func evalTargets(res *Results) []Target {
 		add("Scale", fmt.Sprintf("%s: client heap < 4 KiB per waiter", s.Case), fmt.Sprintf("%.0f B", s.HeapPerWaiter), s.HeapPerWaiter < 4096)
 		add("Scale", fmt.Sprintf("%s: client heap + goroutine stacks < 4 KiB per waiter", s.Case), fmt.Sprintf("%.0f B (stack %.0f B: the caller's goroutine blocked in Acquire)", s.HeapStackPerWaiter, s.HeapStackPerWaiter-s.HeapPerWaiter), s.HeapStackPerWaiter < 4096)
 		add("Scale", fmt.Sprintf("%s: pub/sub connections 1 per Locker", s.Case), fmt.Sprintf("%d for %d Lockers (waiters', holders', and a probe that never waits), %d waiters", s.PubsubConns, s.Lockers, s.Waiters), s.PubsubConns <= s.Lockers)
-		if s.Granted != s.Waiters || s.Note != "" {
+		if s.Granted != s.Waiters*max(s.Rounds, 1) || s.Note != "" {
 			add("Scale", s.Case+": every waiter granted", fmt.Sprintf("%d of %d %s", s.Granted, s.Waiters, s.Note), false)
 		}
 	}
-	return ts
+	return append(ts, kindTargets(res)...)
+}
+
+// callLines writes a row's per-command counts per grant: Redis's, the
+// client's and the SLOWLOG.
+func callLines(b *strings.Builder, peer string, d runDetail, grants int) {
+	if len(d.ClientCalls) == 0 {
+		return
+	}
+	if len(d.Cmdstats) > 0 {
+		fmt.Fprintf(b, "- %s Redis commands: %s\n", peer, cmdstatsLine(d.Cmdstats, grants))
+		fmt.Fprintf(b, "  - %s client calls: %s\n", peer, cmdstatsLine(d.ClientCalls, grants))
+		fmt.Fprintf(b, "  - %s SLOWLOG: %s; server time per EVALSHA %.1f µs\n", peer, slowLine(d.Slowlog), d.EvalUsec)
+	} else {
+		fmt.Fprintf(b, "- %s client calls: %s\n", peer, cmdstatsLine(d.ClientCalls, grants))
+	}
 }
 
 func writeAll(dir string, res *Results) {
@@ -314,15 +330,8 @@ func markdown(res *Results) string {
 		}
 		p("\n")
 		for _, c := range res.Contended {
-			if c.Variant != v || len(c.ClientCalls) == 0 {
-				continue
-			}
-			if len(c.Cmdstats) > 0 {
-				p("- %s Redis commands: %s\n", c.Peer, cmdstatsLine(c.Cmdstats, c.GrantsTotal))
-				p("  - %s client calls: %s\n", c.Peer, cmdstatsLine(c.ClientCalls, c.GrantsTotal))
-				p("  - %s SLOWLOG: %s; server time per EVALSHA %.1f µs\n", c.Peer, slowLine(c.Slowlog), c.EvalUsec)
-			} else {
-				p("- %s client calls: %s\n", c.Peer, cmdstatsLine(c.ClientCalls, c.GrantsTotal))
+			if c.Variant == v {
+				callLines(&b, c.Peer, c.runDetail, c.GrantsTotal)
 			}
 		}
 		p("\n")
@@ -348,14 +357,11 @@ func markdown(res *Results) string {
 		}
 		p("\n")
 		for _, s := range res.Scale {
-			if len(s.Cmdstats) > 0 {
-				p("- %s %s Redis commands: %s\n", s.Peer, s.Case, cmdstatsLine(s.Cmdstats, s.Granted))
-				p("  - %s %s client calls: %s\n", s.Peer, s.Case, cmdstatsLine(s.ClientCalls, s.Granted))
-				p("  - %s %s SLOWLOG: %s; server time per EVALSHA %.1f µs\n", s.Peer, s.Case, slowLine(s.Slowlog), s.EvalUsec)
-			}
+			callLines(&b, s.Peer+" "+s.Case, s.runDetail, s.Granted)
 		}
 		p("\n")
 	}
+	kindTables(&b, res)
 	if len(res.Targets) > 0 {
 		met := 0
 		for _, t := range res.Targets {
@@ -363,7 +369,7 @@ func markdown(res *Results) string {
 				met++
 			}
 		}
-		p("## Targets (issues 4 and 9): %d of %d met\n\n| area | target | fairlock | met |\n|---|---|---|---|\n", met, len(res.Targets))
+		p("## Targets (issues 4, 9 and 10): %d of %d met\n\n| area | target | fairlock | met |\n|---|---|---|---|\n", met, len(res.Targets))
 		for _, t := range res.Targets {
 			mark := "**missed**"
 			if t.Met {

@@ -373,12 +373,14 @@ func runFIFO(p peer, e *env, mon *monitor, n, rounds int, spacing, hold time.Dur
 type ScaleResult struct {
 	Peer                string  `json:"peer"`
 	Case                string  `json:"case"`
+	Capacity            int     `json:"capacity,omitempty"` // a semaphore's: its holders take 1 permit each
 	Names               int     `json:"names"`
 	PerName             int     `json:"per_name"`
-	Waiters             int     `json:"waiters"`
+	Waiters             int     `json:"waiters"` // per round
+	Rounds              int     `json:"rounds,omitempty"`
 	Granted             int     `json:"granted"`
-	EnqueueMs           float64 `json:"enqueue_ms"`
-	DrainMs             float64 `json:"drain_ms"`
+	EnqueueMs           float64 `json:"enqueue_ms"` // mean per round
+	DrainMs             float64 `json:"drain_ms"`   // mean per round
 	PerGrantus          float64 `json:"per_grant_us"`
 	RoundTripsPerGrant  float64 `json:"round_trips_per_grant"`
 	ServerCmdsPerGrant  float64 `json:"server_cmds_per_grant"`
@@ -391,6 +393,8 @@ type ScaleResult struct {
 	UsedMemoryPeak      int64   `json:"used_memory_peak"`
 	UsedMemoryPerWaiter float64 `json:"used_memory_per_waiter"`
 	DrainRTPerGrant     float64 `json:"drain_round_trips_per_grant"`
+	ServerCPUusPerGrant float64 `json:"server_cpu_us_per_grant"`
+	DrainCPUusPerGrant  float64 `json:"drain_server_cpu_us_per_grant"`
 	runDetail
 }
 
@@ -398,12 +402,25 @@ type queuedReporter interface {
 	Queued(ctx context.Context, name string) (int, error)
 }
 
-func runScale(p peer, e *env, mon *monitor, names, perName int, caseName string) ScaleResult {
+// A holdFunc takes the grant that the waiters of runScale queue behind,
+// on the holder worker.
+type holdFunc func(ctx context.Context, holder worker, name string) (unlockFunc, error)
+
+// runScale queues names × perName waiters of one worker behind one grant
+// per name of another (hold; nil is the holder's Lock), then releases those
+// and measures the drain. It does so rounds times, one round after another
+// on new names, measuring the cost per grant over all of them; the
+// memory, the peak and the drain-only figures are the last round's.
+func runScale(p peer, e *env, mon *monitor, names, perName, rounds int, hold holdFunc, caseName string) ScaleResult {
 	N := names * perName
-	r := ScaleResult{Peer: p.Name, Case: caseName, Names: names, PerName: perName, Waiters: N, Lockers: 3}
+	rounds = max(rounds, 1)
+	r := ScaleResult{Peer: p.Name, Case: caseName, Names: names, PerName: perName, Waiters: N, Rounds: rounds, Lockers: 3}
 	if !p.Concurrent {
 		r.Note = "skipped: one client cannot run concurrent waiters"
 		return r
+	}
+	if hold == nil {
+		hold = func(ctx context.Context, w worker, name string) (unlockFunc, error) { return w.Lock(ctx, name) }
 	}
 	// holder and waiters: two workers (for fairlock: two Lockers); a third,
 	// uncounted probe checks the queue length.
@@ -423,109 +440,127 @@ func runScale(p peer, e *env, mon *monitor, names, perName int, caseName string)
 	holder, w := set.ws[0], set.ws[1]
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	nameOf := func(i int) string {
-		if names == 1 {
-			return "scale-" + caseName
+	nameOf := func(round, i int) string {
+		n := "scale-" + caseName
+		if rounds > 1 {
+			n += "-r" + strconv.Itoa(round)
 		}
-		return fmt.Sprintf("scale-%s-%d", caseName, i)
+		if names > 1 {
+			n += "-" + strconv.Itoa(i)
+		}
+		return n
 	}
 
 	r.LocalPingus = mon.localPing(ctx, 200*time.Millisecond)
-	for i := 0; i < 4; i++ {
-		runtime.GC()
-	}
-	var m0, m1 runtime.MemStats
-	runtime.ReadMemStats(&m0)
 	mon.slowlogReset(ctx)
 	s0, _ := mon.snap(ctx)
 	c0 := set.c.snap()
 	p0 := probeC.commands.Load()
-
-	unlocks := make([]unlockFunc, names)
-	for i := range unlocks {
-		if unlocks[i], err = holder.Lock(ctx, nameOf(i)); err != nil {
-			r.Note = "holder: " + err.Error()
-			return r
-		}
-	}
 	var (
-		wg      sync.WaitGroup
-		called  atomic.Int64
-		granted atomic.Int64
-		lastTG  atomic.Int64
-		errs    atomic.Int64
+		sPeak        serverSnap
+		pPeak        int64
+		cPeak        countSnap
+		granted      atomic.Int64
+		errs         atomic.Int64
+		enqueue, drn int64
 	)
-	tEnq := mono()
-	for i := 0; i < N; i++ {
-		wg.Add(1)
-		go func(name string) {
-			defer wg.Done()
-			called.Add(1)
-			u, err := w.Lock(ctx, name)
-			if err != nil {
-				errs.Add(1)
-				return
+	for round := range rounds {
+		last := round == rounds-1
+		var m0, m1 runtime.MemStats
+		if last {
+			for i := 0; i < 4; i++ {
+				runtime.GC()
 			}
-			t := mono()
-			for {
-				l := lastTG.Load()
-				if t <= l || lastTG.CompareAndSwap(l, t) {
-					break
-				}
+			runtime.ReadMemStats(&m0)
+		}
+		unlocks := make([]unlockFunc, names)
+		for i := range unlocks {
+			if unlocks[i], err = hold(ctx, holder, nameOf(round, i)); err != nil {
+				r.Note = "holder: " + err.Error()
+				return r
 			}
-			granted.Add(1)
-			u(ctx)
-		}(nameOf(i % names))
-	}
-	// wait until every waiter is in the queue
-	for called.Load() < int64(N) {
-		time.Sleep(5 * time.Millisecond)
-	}
-	if q, ok := probe.(queuedReporter); ok {
-		for i := 0; i < names; i++ {
-			for {
-				n, err := q.Queued(ctx, nameOf(i))
+		}
+		var (
+			wg     sync.WaitGroup
+			called atomic.Int64
+			lastTG atomic.Int64
+		)
+		tEnq := mono()
+		for i := 0; i < N; i++ {
+			wg.Add(1)
+			go func(name string) {
+				defer wg.Done()
+				called.Add(1)
+				u, err := w.Lock(ctx, name)
 				if err != nil {
-					r.Note = "inspect: " + err.Error()
-					break
+					errs.Add(1)
+					return
 				}
-				if n >= perName || ctx.Err() != nil {
-					break
+				t := mono()
+				for {
+					l := lastTG.Load()
+					if t <= l || lastTG.CompareAndSwap(l, t) {
+						break
+					}
 				}
-				time.Sleep(2 * time.Millisecond)
+				granted.Add(1)
+				u(ctx)
+			}(nameOf(round, i%names))
+		}
+		// wait until every waiter is in the queue
+		for called.Load() < int64(N) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if q, ok := probe.(queuedReporter); ok {
+			for i := 0; i < names; i++ {
+				for {
+					n, err := q.Queued(ctx, nameOf(round, i))
+					if err != nil {
+						r.Note = "inspect: " + err.Error()
+						break
+					}
+					if n >= perName || ctx.Err() != nil {
+						break
+					}
+					time.Sleep(2 * time.Millisecond)
+				}
+			}
+		} else {
+			time.Sleep(200 * time.Millisecond)
+		}
+		enqueue += mono() - tEnq
+		if last {
+			// several GCs: each may halve a stack that is mostly unused, as
+			// it would be during a long wait
+			for i := 0; i < 4; i++ {
+				runtime.GC()
+			}
+			runtime.ReadMemStats(&m1)
+			r.HeapPerWaiter = float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc)) / float64(N)
+			r.HeapStackPerWaiter = float64(int64(m1.HeapAlloc+m1.StackInuse)-int64(m0.HeapAlloc+m0.StackInuse)) / float64(N)
+			sPeak, _ = mon.snap(ctx)
+			r.UsedMemoryPeak = sPeak.UsedMemory
+			r.UsedMemoryPerWaiter = float64(sPeak.UsedMemory-s0.UsedMemory) / float64(N)
+			r.PubsubConns, _ = mon.pubsubClients(ctx)
+			pPeak = probeC.commands.Load()
+			cPeak = set.c.snap()
+		}
+
+		// drain
+		tr0 := mono()
+		for _, u := range unlocks {
+			if err := u(ctx); err != nil {
+				r.Note = "holder release: " + err.Error()
 			}
 		}
-	} else {
-		time.Sleep(200 * time.Millisecond)
+		wg.Wait()
+		drn += lastTG.Load() - tr0
 	}
-	r.EnqueueMs = float64(mono()-tEnq) / 1e6
-	// several GCs: each may halve a stack that is mostly unused, as it
-	// would be during a long wait
-	for i := 0; i < 4; i++ {
-		runtime.GC()
-	}
-	runtime.ReadMemStats(&m1)
-	r.HeapPerWaiter = float64(int64(m1.HeapAlloc)-int64(m0.HeapAlloc)) / float64(N)
-	r.HeapStackPerWaiter = float64(int64(m1.HeapAlloc+m1.StackInuse)-int64(m0.HeapAlloc+m0.StackInuse)) / float64(N)
-	sPeak, _ := mon.snap(ctx)
-	r.UsedMemoryPeak = sPeak.UsedMemory
-	r.UsedMemoryPerWaiter = float64(sPeak.UsedMemory-s0.UsedMemory) / float64(N)
-	r.PubsubConns, _ = mon.pubsubClients(ctx)
-	pPeak := probeC.commands.Load()
-	cPeak := set.c.snap()
-
-	// drain
-	tr0 := mono()
-	for _, u := range unlocks {
-		if err := u(ctx); err != nil {
-			r.Note = "holder release: " + err.Error()
-		}
-	}
-	wg.Wait()
-	r.DrainMs = float64(lastTG.Load()-tr0) / 1e6
+	r.EnqueueMs = float64(enqueue) / float64(rounds) / 1e6
+	r.DrainMs = float64(drn) / float64(rounds) / 1e6
 	r.Granted = int(granted.Load())
 	if r.Granted > 0 {
-		r.PerGrantus = r.DrainMs * 1e3 / float64(r.Granted)
+		r.PerGrantus = float64(drn) / 1e3 / float64(r.Granted)
 	}
 	s1, _ := mon.snap(ctx)
 	cs := set.c.snap().sub(c0)
@@ -535,10 +570,13 @@ func runScale(p peer, e *env, mon *monitor, names, perName int, caseName string)
 	probeCmds := probeC.commands.Load() - p0
 	sdDrain := diffServer(sPeak, s1)
 	if n := float64(r.Granted); n > 0 {
+		lastN := float64(min(r.Granted, N)) // the drain-only figures are the last round's
 		r.RoundTripsPerGrant = float64(cs.RoundTrips) / n
 		r.ServerCmdsPerGrant = float64(sd.Commands-probeCmds) / n
-		r.DrainCmdsPerGrant = float64(sdDrain.Commands-(probeC.commands.Load()-pPeak)) / n
-		r.DrainRTPerGrant = float64(set.c.snap().sub(cPeak).RoundTrips) / n
+		r.DrainCmdsPerGrant = float64(sdDrain.Commands-(probeC.commands.Load()-pPeak)) / lastN
+		r.DrainRTPerGrant = float64(set.c.snap().sub(cPeak).RoundTrips) / lastN
+		r.ServerCPUusPerGrant = float64(sd.CPUus) / n
+		r.DrainCPUusPerGrant = float64(sdDrain.CPUus) / lastN
 	}
 	r.Cmdstats = sd.Cmdstats
 	r.ClientCalls = cs.Names
