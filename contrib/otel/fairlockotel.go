@@ -62,6 +62,11 @@ const (
 	// LockNameKey is the attribute that carries the value WithLockName
 	// maps a lock name to.
 	LockNameKey = attribute.Key("fairlock.lock.name")
+	// LockKindKey is the attribute of every instrument that says which
+	// primitive the event is about: the String of fairlock.LockKind
+	// ("mutex", "semaphore", "read", "write", or "rwmutex" for a read-write
+	// lock's failed heartbeat).
+	LockKindKey = attribute.Key("fairlock.lock.kind")
 )
 
 // The values of OutcomeKey. An Acquire (or TryAcquire) that reached Redis
@@ -121,9 +126,16 @@ type Metrics struct {
 	failures metric.Int64Counter
 
 	lockName func(string) string
-	unnamed  *attrSets // events whose lock name maps to no attribute
-	named    sync.Map  // mapped lock name -> *attrSets
+	// By lock kind (Event.Lock; 0 for any unknown one): the sets of events
+	// whose lock name maps to no attribute, and the mapped lock name ->
+	// *attrSets of the others.
+	unnamed [numKinds]*attrSets
+	named   [numKinds]sync.Map
 }
+
+// numKinds bounds the values of fairlock.LockKind that have their own
+// attribute value.
+const numKinds = int(fairlock.LockRWMutex) + 1
 
 // attrSets are the measurement options for one value of the lock-name
 // attribute, built once so that recording allocates nothing.
@@ -162,7 +174,10 @@ func New(opts ...Option) (*Metrics, error) {
 		c.provider = otel.GetMeterProvider()
 	}
 	meter := c.provider.Meter(ScopeName)
-	m := &Metrics{lockName: c.lockName, unnamed: newAttrSets(nil)}
+	m := &Metrics{lockName: c.lockName}
+	for k := range m.unnamed {
+		m.unnamed[k] = newAttrSets([]attribute.KeyValue{LockKindKey.String(fairlock.LockKind(k).String())})
+	}
 	var err, e error
 	m.wait, e = meter.Float64Histogram("fairlock.acquire.wait",
 		metric.WithDescription("Time from an Acquire call to its outcome: the grant, or giving up."),
@@ -213,16 +228,16 @@ func (m *Metrics) Observe(e fairlock.Event) {
 	ctx := context.Background()
 	switch e.Kind {
 	case fairlock.EventEnqueued:
-		m.waiters.Add(ctx, 1, m.sets(e.Name).add...)
+		m.waiters.Add(ctx, 1, m.sets(e).add...)
 	case fairlock.EventGranted:
-		s := m.sets(e.Name)
+		s := m.sets(e)
 		if e.Queued {
 			m.waiters.Add(ctx, -1, s.add...)
 		}
 		m.grants.Add(ctx, 1, s.add...)
 		m.wait.Record(ctx, e.Wait.Seconds(), s.outcome[granted]...)
 	case fairlock.EventCancelled:
-		s := m.sets(e.Name)
+		s := m.sets(e)
 		if e.Queued {
 			m.waiters.Add(ctx, -1, s.add...)
 		}
@@ -230,13 +245,13 @@ func (m *Metrics) Observe(e fairlock.Event) {
 			m.wait.Record(ctx, e.Wait.Seconds(), s.outcome[o]...)
 		}
 	case fairlock.EventReleased:
-		m.hold.Record(ctx, e.Held.Seconds(), m.sets(e.Name).released...)
+		m.hold.Record(ctx, e.Held.Seconds(), m.sets(e).released...)
 	case fairlock.EventLost:
-		s := m.sets(e.Name)
+		s := m.sets(e)
 		m.lost.Add(ctx, 1, s.add...)
 		m.hold.Record(ctx, e.Held.Seconds(), s.lostEnd...)
 	case fairlock.EventHeartbeatFailed:
-		m.failures.Add(ctx, 1, m.sets(e.Name).add...)
+		m.failures.Add(ctx, 1, m.sets(e).add...)
 	}
 }
 
@@ -258,18 +273,22 @@ func outcomeOf(err error) (o outcome, final bool) {
 	return failed, true
 }
 
-// sets returns the measurement options for lock name.
-func (m *Metrics) sets(name string) *attrSets {
+// sets returns the measurement options for e's lock kind and name.
+func (m *Metrics) sets(e fairlock.Event) *attrSets {
+	kind := int(e.Lock)
+	if kind < 0 || kind >= numKinds {
+		kind = 0
+	}
 	if m.lockName == nil {
-		return m.unnamed
+		return m.unnamed[kind]
 	}
-	v := m.lockName(name)
+	v := m.lockName(e.Name)
 	if v == "" {
-		return m.unnamed
+		return m.unnamed[kind]
 	}
-	if s, ok := m.named.Load(v); ok {
+	if s, ok := m.named[kind].Load(v); ok {
 		return s.(*attrSets)
 	}
-	s, _ := m.named.LoadOrStore(v, newAttrSets([]attribute.KeyValue{LockNameKey.String(v)}))
+	s, _ := m.named[kind].LoadOrStore(v, newAttrSets([]attribute.KeyValue{LockKindKey.String(fairlock.LockKind(kind).String()), LockNameKey.String(v)}))
 	return s.(*attrSets)
 }

@@ -54,10 +54,21 @@ func collect(t testing.TB, r *sdkmetric.ManualReader) collected {
 	return out
 }
 
-// hist returns the data point of a histogram with exactly these attributes.
+// withKind adds fairlock.lock.kind "mutex" to kv, unless kv has a kind.
+func withKind(kv []attribute.KeyValue) attribute.Set {
+	for _, a := range kv {
+		if a.Key == fairlockotel.LockKindKey {
+			return attribute.NewSet(kv...)
+		}
+	}
+	return attribute.NewSet(append(kv, fairlockotel.LockKindKey.String("mutex"))...)
+}
+
+// hist returns the data point of a histogram with exactly these attributes,
+// and the kind "mutex" unless they name one.
 func (c collected) hist(t testing.TB, name string, kv ...attribute.KeyValue) metricdata.HistogramDataPoint[float64] {
 	t.Helper()
-	want := attribute.NewSet(kv...)
+	want := withKind(kv)
 	m, ok := c[name]
 	if !ok {
 		t.Fatalf("no instrument %s", name)
@@ -74,10 +85,11 @@ func (c collected) hist(t testing.TB, name string, kv ...attribute.KeyValue) met
 }
 
 // sum returns the value of a counter or up-down counter with exactly these
-// attributes, and whether it has such a point.
+// attributes (and the kind "mutex" unless they name one), and whether it has
+// such a point.
 func (c collected) sum(t testing.TB, name string, kv ...attribute.KeyValue) (int64, bool) {
 	t.Helper()
-	want := attribute.NewSet(kv...)
+	want := withKind(kv)
 	m, ok := c[name]
 	if !ok {
 		return 0, false
@@ -121,7 +133,7 @@ func TestObserveMapsEvents(t *testing.T) {
 		{Kind: fairlock.EventRenewed},
 		{Kind: fairlock.EventHeartbeatFailed, Err: redisErr},
 	} {
-		e.Name = "account:42"
+		e.Name, e.Lock = "account:42", fairlock.LockMutex
 		m.Observe(e)
 	}
 	c := collect(t, r)
@@ -173,7 +185,7 @@ func TestLockNameIsOptIn(t *testing.T) {
 		return "" // everything else: no lock-name attribute
 	}))
 	for _, name := range []string{"reports", "account:1", "account:2"} {
-		m.Observe(fairlock.Event{Kind: fairlock.EventGranted, Name: name, Wait: time.Millisecond})
+		m.Observe(fairlock.Event{Kind: fairlock.EventGranted, Name: name, Lock: fairlock.LockMutex, Wait: time.Millisecond})
 	}
 	c := collect(t, r)
 	named := fairlockotel.LockNameKey.String("reports")
@@ -193,6 +205,21 @@ func TestLockNameIsOptIn(t *testing.T) {
 	for _, p := range collect(t, r)["fairlock.acquire.wait"].Data.(metricdata.Histogram[float64]).DataPoints {
 		if _, ok := p.Attributes.Value(fairlockotel.LockNameKey); ok {
 			t.Errorf("default Metrics has a lock name: %v", p.Attributes)
+		}
+	}
+}
+
+// Each kind of lock is its own series; an event of no known kind is
+// "unknown".
+func TestLockKindAttribute(t *testing.T) {
+	m, r := newMetrics(t)
+	for _, k := range []fairlock.LockKind{fairlock.LockSemaphore, fairlock.LockSemaphore, fairlock.LockRead, fairlock.LockWrite, 0, 99} {
+		m.Observe(fairlock.Event{Kind: fairlock.EventGranted, Lock: k, Permits: 2})
+	}
+	c := collect(t, r)
+	for kind, want := range map[string]int64{"semaphore": 2, "read": 1, "write": 1, "unknown": 2, "mutex": 0} {
+		if n, _ := c.sum(t, "fairlock.lease.grants", fairlockotel.LockKindKey.String(kind)); n != want {
+			t.Errorf("grants{kind=%s} = %d, want %d", kind, n, want)
 		}
 	}
 }

@@ -89,7 +89,7 @@ func TestPrometheus(t *testing.T) {
 	for _, want := range []string{
 		"# TYPE fairlock_acquire_wait_seconds histogram",
 		"# TYPE fairlock_lease_hold_seconds histogram",
-		`fairlock_acquire_wait_seconds_bucket{fairlock_lock_name="reports",fairlock_outcome="granted"`,
+		`fairlock_acquire_wait_seconds_bucket{fairlock_lock_kind="mutex",fairlock_lock_name="reports",fairlock_outcome="granted"`,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("scrape lacks %q", want)
