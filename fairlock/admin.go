@@ -50,7 +50,7 @@ func (l *Locker) Queue(ctx context.Context, name string) (QueueState, error) {
 	if err := checkName(name); err != nil {
 		return QueueState{}, err
 	}
-	keys := lockKeys(l.cfg.prefix, name)
+	keys := lockKeys(l.cfg.prefix, spaceMutex, name)
 	reply, err := queueScript.RunRO(ctx, l.client, keys, MaxQueueListed).Result()
 	if err != nil && strings.Contains(err.Error(), "not allowed in read-only scripts") {
 		// miniredis (so fairlocktest) counts TIME as a write; Redis does not.
@@ -116,7 +116,7 @@ func (l *Locker) ForceRelease(ctx context.Context, name, holder string) (ForceRe
 	if err := checkName(name); err != nil {
 		return ForceReleaseResult{}, err
 	}
-	keys := lockKeys(l.cfg.prefix, name)
+	keys := lockKeys(l.cfg.prefix, spaceMutex, name)
 	notifyCmd, notifyPrefix := l.notifyArgs(keys)
 	reply, err := forceReleaseScript.Run(ctx, l.client, keys, notifyCmd, notifyPrefix, holder).Result()
 	if err != nil {

@@ -78,7 +78,7 @@ func (l *Locker) fastAcquire(ctx context.Context, w *waiter) (fence int64, outco
 	}
 	// Free but with entries queued: theirs. cancel.lua hands it to the first
 	// live one, or frees it if none is.
-	err = cancelScript.run(ctx, l.client, w.ref, w.ref.call(w.token, w.ref.notify[0], w.ref.notify[1])).Err()
+	err = mutexScripts.cancel.run(ctx, l.client, w.ref, w.ref.call(w.token, w.ref.notify[0], w.ref.notify[1])).Err()
 	return 0, fastQueued, err
 }
 
@@ -100,7 +100,7 @@ func (l *Locker) fastTry(r *lockRef) bool {
 		return false
 	}
 	l.mu.Lock()
-	_, busyHere := l.locks[r.name]
+	_, busyHere := l.locks[r.key()]
 	l.mu.Unlock()
 	if busyHere {
 		r.trying.Store(false)

@@ -44,9 +44,27 @@ func hashTag(key string) string {
 // checkKeys verifies the key layout of one (prefix, name).
 func checkKeys(t *testing.T, prefix, name string) []string {
 	t.Helper()
-	keys := lockKeys(prefix, name)
+	keys := lockKeys(prefix, spaceMutex, name)
 	if len(keys) != 6 {
 		t.Fatalf("lockKeys(%q, %q) returned %d keys", prefix, name, len(keys))
+	}
+	// A semaphore's and a read-write lock's keys: the same hash tag, seven
+	// each, and none shared with another kind.
+	seen := map[string]bool{}
+	for _, k := range keys {
+		seen[k] = true
+	}
+	for _, space := range []string{spaceSemaphore, spaceRW} {
+		counted := lockKeys(prefix, space, name)
+		if len(counted) != 7 {
+			t.Fatalf("lockKeys(%q, %q, %q) returned %d keys", prefix, space, name, len(counted))
+		}
+		for _, k := range counted {
+			if hashTag(k) != hashTag(keys[0]) || seen[k] {
+				t.Fatalf("key %q of the %q space of %q: hash tag %q, or shared with another kind", k, space, name, hashTag(k))
+			}
+			seen[k] = true
+		}
 	}
 	esc := nameEscaper.Replace(name)
 	if strings.ContainsAny(esc, "{}") {
@@ -144,7 +162,7 @@ func FuzzOptions(f *testing.F) {
 		if l.cfg.leaseTTL.Milliseconds() < 1 || l.cfg.waiterTTL.Milliseconds() < 1 {
 			t.Fatalf("a TTL rounds to %d/%d ms: Redis would get PX 0", l.cfg.leaseTTL.Milliseconds(), l.cfg.waiterTTL.Milliseconds())
 		}
-		if _, notifyPrefix := l.notifyArgs(lockKeys(prefix, "x")); !strings.HasPrefix(notifyPrefix, prefix) || strings.ContainsAny(notifyPrefix, "{}") {
+		if _, notifyPrefix := l.notifyArgs(lockKeys(prefix, spaceMutex, "x")); !strings.HasPrefix(notifyPrefix, prefix) || strings.ContainsAny(notifyPrefix, "{}") {
 			t.Fatalf("notify prefix %q from key prefix %q", notifyPrefix, prefix)
 		}
 	})
@@ -196,7 +214,8 @@ func decodeReply(b []byte, depth int) (any, []byte) {
 
 // FuzzReplies: the parsers of every script reply (heartbeat: parseInts;
 // inspect: parseInspect; queue: parseQueue; force release:
-// parseForceRelease; grant messages: parseGrant) never panic,
+// parseForceRelease; semaphore and read-write lock inspect: parseCensus;
+// grant messages: parseGrants) never panic,
 // and what they accept is exactly what was there.
 func FuzzReplies(f *testing.F) {
 	enc := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
@@ -221,6 +240,8 @@ func FuzzReplies(f *testing.F) {
 	f.Add(enc(arr(6), str(""), i64(-2), i64(0), i64(1), str(""), arr(3), str("w:1"), i64(500), i64(1)), "q 3")
 	f.Add(enc(arr(3), str("old:1"), str("new:1"), i64(1795989491926943)), "f 1")
 	f.Add(enc(arr(3), str("old:1"), str(""), i64(0)), "f 2")
+	f.Add(enc(arr(5), i64(4), i64(3), i64(2), i64(1), i64(1795989491926942)), "a:1#3 5 b:2 6")
+	f.Add(enc(arr(5), i64(4), i64(-3), i64(2), i64(1), i64(1795989491926942)), "a:1 5 b:2")
 	f.Add([]byte{4}, "tok  12")
 	f.Add([]byte{}, "")
 	f.Fuzz(func(t *testing.T, data []byte, payload string) {
@@ -264,26 +285,34 @@ func FuzzReplies(f *testing.F) {
 				t.Fatalf("parseForceRelease(%#v) = %+v", reply, r)
 			}
 		}
-		token, fence, ok := parseGrant(payload)
-		if ok {
-			if token == "" || strings.Contains(token, " ") || fence <= 0 {
-				t.Fatalf("parseGrant(%q) accepted token %q fence %d", payload, token, fence)
-			}
-			if payload != token+" "+strconv.FormatInt(fence, 10) {
-				// strconv accepts "+5" and "05": harmless, but say what came back.
-				if _, err := strconv.ParseInt(payload[len(token)+1:], 10, 64); err != nil {
-					t.Fatalf("parseGrant(%q) accepted an unparsable fence", payload)
+		if c, err := parseCensus(reply); err == nil {
+			arr := reply.([]any)
+			got := []int64{int64(c.capacity), int64(c.inUse), int64(c.holders), int64(c.waiters), c.fence}
+			for i, v := range got {
+				if arr[i] != any(v) || v < 0 {
+					t.Fatalf("parseCensus(%#v) = %+v", reply, c)
 				}
 			}
 		}
-		// What the scripts publish always reads back.
+		// A grant message: what parseGrants hands out, written back, is
+		// the message itself, up to how strconv spells a number ("+5").
+		var pairs []string
+		ok := parseGrants(payload, func(token string, fence int64) {
+			if token == "" || strings.Contains(token, " ") || fence <= 0 {
+				t.Fatalf("parseGrants(%q) accepted token %q fence %d", payload, token, fence)
+			}
+			pairs = append(pairs, token, strconv.FormatInt(fence, 10))
+		})
+		if ok && len(strings.Fields(payload)) != len(pairs) {
+			t.Fatalf("parseGrants(%q) read %q", payload, pairs)
+		}
+		// What the scripts publish always reads back, pair by pair.
 		if tok, _, _ := strings.Cut(payload, " "); tok != "" {
-			for _, fv := range []int64{1, 1795989491926942, math.MaxInt64} {
-				msg := tok + " " + strconv.FormatInt(fv, 10)
-				gt, gf, gok := parseGrant(msg)
-				if !gok || gt != tok || gf != fv {
-					t.Fatalf("parseGrant(%q) = %q %d %v", msg, gt, gf, gok)
-				}
+			msg := tok + " 1 " + tok + "#2 1795989491926942 " + tok + " " + strconv.FormatInt(math.MaxInt64, 10)
+			var got []string
+			if !parseGrants(msg, func(token string, fence int64) { got = append(got, token+" "+strconv.FormatInt(fence, 10)) }) ||
+				strings.Join(got, " ") != msg {
+				t.Fatalf("parseGrants(%q) read %q", msg, got)
 			}
 		}
 	})
@@ -325,7 +354,7 @@ func FuzzNamesOnRedis(f *testing.F) {
 		if err != nil || !st.Held || st.Holder != lease.Token() || st.Fence != lease.Fence() {
 			t.Fatalf("Inspect(%q) = %+v, %v; lease %s fence %d", name, st, err, lease.Token(), lease.Fence())
 		}
-		keys := lockKeys(DefaultKeyPrefix, name)
+		keys := lockKeys(DefaultKeyPrefix, spaceMutex, name)
 		if n, err := client.Exists(ctx, keys[0], keys[3]).Result(); err != nil || n != 2 {
 			t.Fatalf("lock and fence keys of %q: exists=%d %v (keys %q)", name, n, err, keys)
 		}

@@ -48,12 +48,12 @@ func (l *Locker) beat() {
 		res, cerr := c.cmd.Result()
 		if cerr == nil {
 			var st []int64
-			if st, cerr = parseInts(res, len(c.tokens)+1); cerr == nil {
+			if st, cerr = parseInts(res, len(c.holders)+len(c.tokens)); cerr == nil {
 				l.applyHeartbeat(c, st, sent)
 				continue
 			}
 		}
-		l.observe(Event{Kind: EventHeartbeatFailed, Name: c.ref.name, Err: cerr})
+		l.observe(Event{Kind: EventHeartbeatFailed, Name: c.ref.name, Lock: c.ref.kind, Err: cerr})
 		l.evictUnconfirmed(c.tokens)
 	}
 }
@@ -71,19 +71,21 @@ func (l *Locker) heartbeatCalls() []*heartbeatCall {
 	var calls []*heartbeatCall
 	for _, ll := range l.locks {
 		positions := l.wantsPositions()
-		c := &heartbeatCall{ref: ll.ref, positions: positions}
-		if ll.lease != nil && ll.lease.needsHeartbeat() {
-			c.holder = ll.lease
+		c := &heartbeatCall{ref: ll.ref, capacity: ll.capacity, positions: positions}
+		for s := range ll.leases {
+			if s.needsHeartbeat() {
+				c.holders = append(c.holders, s)
+			}
 		}
 		for w := range ll.waiters {
-			if len(c.tokens) == heartbeatCallSize {
+			if len(c.holders)+len(c.tokens) == heartbeatCallSize {
 				calls = append(calls, c)
-				c = &heartbeatCall{ref: ll.ref, positions: positions}
+				c = &heartbeatCall{ref: ll.ref, capacity: ll.capacity, positions: positions}
 			}
 			c.tokens = append(c.tokens, w.token)
 			c.positions = c.positions || w.onPosition != nil
 		}
-		if c.holder != nil || len(c.tokens) > 0 {
+		if len(c.holders) > 0 || len(c.tokens) > 0 {
 			calls = append(calls, c)
 		}
 	}
@@ -91,13 +93,14 @@ func (l *Locker) heartbeatCalls() []*heartbeatCall {
 }
 
 func (l *Locker) applyHeartbeat(c *heartbeatCall, st []int64, sent time.Time) {
-	if c.holder != nil {
-		if st[0] == 1 {
-			c.holder.renewed(sent)
+	for i, s := range c.holders {
+		if st[i] == 1 {
+			s.renewed(sent)
 		} else {
-			c.holder.lose()
+			s.lose()
 		}
 	}
+	st = st[len(c.holders):]
 	// A waiter's status is its fence if granted, 0 if it lost its place,
 	// and -position (or -1, uncounted) while it waits.
 	type move struct {
@@ -112,7 +115,7 @@ func (l *Locker) applyHeartbeat(c *heartbeatCall, st []int64, sent time.Time) {
 		if w == nil {
 			continue // granted or gone meanwhile
 		}
-		switch status := st[i+1]; {
+		switch status := st[i]; {
 		case status < 0:
 			w.since = sent
 			if p := int(-status); c.positions && p != w.position {
@@ -127,7 +130,9 @@ func (l *Locker) applyHeartbeat(c *heartbeatCall, st []int64, sent time.Time) {
 	}
 	l.mu.Unlock()
 	for _, m := range moved {
-		l.observe(Event{Kind: EventMoved, Name: m.w.ref.name, Token: m.token, Position: m.position})
+		e := m.w.event(EventMoved)
+		e.Token, e.Position = m.token, m.position
+		l.observe(e)
 		if m.w.onPosition != nil {
 			m.w.onPosition(m.position)
 		}

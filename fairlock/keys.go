@@ -51,12 +51,26 @@ func unescapeName(s string) (name string, ok bool) {
 	return b.String(), true
 }
 
+// Key spaces: a mutex, a semaphore and a read-write lock of one name keep
+// their keys apart, so that they are independent of one another.
+const (
+	spaceMutex     = ""
+	spaceSemaphore = "sem:"
+	spaceRW        = "rw:"
+)
+
 // lockKeys returns the keys of one lock in the order the scripts take them
-// (lock, queue, alive, fence, meta; see scripts/lib/keys.lua). They share
-// the hash tag {name}, so a Redis Cluster keeps them in one slot.
-func lockKeys(prefix, name string) []string {
-	base := keyBase(prefix) + "{" + nameEscaper.Replace(name) + "}:"
-	return []string{base + "lock", base + "queue", base + "alive", base + "fence", base + "order", base + "meta"}
+// (see scripts/lib/keys.lua): for a mutex lock, queue, alive, fence, order
+// and meta; for a semaphore or read-write lock (space spaceSemaphore or
+// spaceRW) the same under the space, with holders first and state last.
+// They share the hash tag {name}, so a Redis Cluster keeps them in one
+// slot.
+func lockKeys(prefix, space, name string) []string {
+	base := keyBase(prefix) + "{" + nameEscaper.Replace(name) + "}:" + space
+	if space == spaceMutex {
+		return []string{base + "lock", base + "queue", base + "alive", base + "fence", base + "order", base + "meta"}
+	}
+	return []string{base + "holders", base + "queue", base + "alive", base + "fence", base + "order", base + "meta", base + "state"}
 }
 
 // keyBase is what every key under prefix starts with.
@@ -94,9 +108,12 @@ func checkName(name string) error {
 // per name: its keys, boxed as command arguments, and where its grant
 // notifications go.
 type lockRef struct {
-	name string
-	keys []string
-	args []any // keys, boxed once so that calls do not allocate them
+	name    string
+	space   string     // spaceMutex, spaceSemaphore or spaceRW
+	kind    LockKind   // for the events of the whole lock (LockRead for a read-write lock)
+	scripts *scriptSet // the scripts of its holder store
+	keys    []string
+	args    []any // keys, boxed once so that calls do not allocate them
 	// fastArgs are the fast path's EXISTS queue, INCR fence and PEXPIRE
 	// fence NX, built once (go-redis only reads a command's arguments).
 	fastArgs [3][]any
@@ -113,18 +130,30 @@ type lockRef struct {
 // millions of names recomputes some, and keeps no more than this.
 const refCacheSize = 4096
 
-// ref returns the lockRef of name.
-func (l *Locker) ref(name string) *lockRef {
+// refKey names a lock among a Locker's: its key space and name.
+type refKey struct{ space, name string }
+
+// key is r's refKey.
+func (r *lockRef) key() refKey { return refKey{r.space, r.name} }
+
+// ref returns the lockRef of the lock called name in space.
+func (l *Locker) ref(space, name string) *lockRef {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if r := l.refs[name]; r != nil {
+	if r := l.refs[refKey{space, name}]; r != nil {
 		return r
 	}
 	if len(l.refs) >= refCacheSize {
 		clear(l.refs)
 	}
-	keys := lockKeys(l.cfg.prefix, name)
-	r := &lockRef{name: name, keys: keys, args: make([]any, len(keys))}
+	keys := lockKeys(l.cfg.prefix, space, name)
+	r := &lockRef{name: name, space: space, kind: LockMutex, scripts: &mutexScripts, keys: keys, args: make([]any, len(keys))}
+	switch space {
+	case spaceSemaphore:
+		r.kind, r.scripts = LockSemaphore, &countedScripts
+	case spaceRW:
+		r.kind, r.scripts = LockRead, &countedScripts
+	}
 	for i, k := range keys {
 		r.args[i] = k
 	}
@@ -132,7 +161,7 @@ func (l *Locker) ref(name string) *lockRef {
 	cmd, prefix := l.notifyArgs(keys)
 	r.notify = [2]any{cmd, prefix}
 	r.channel = prefix + l.id
-	l.refs[name] = r
+	l.refs[refKey{space, name}] = r
 	return r
 }
 

@@ -14,6 +14,7 @@ import (
 type Lease struct {
 	locker *Locker
 	ref    *lockRef
+	req    *request // what the Acquire asked for
 	token  string
 	fence  int64
 	done   chan struct{}
@@ -54,7 +55,8 @@ func (s *Lease) Err() error {
 	return s.err
 }
 
-// Release frees the lock and hands it to the next waiter. It returns
+// Release frees the lock, or all of the lease's permits, and grants the
+// waiters at the head of the queue that now fit. It returns
 // ErrNotHeld if the lease was already released or lost, and then changes
 // nothing in Redis. If Redis cannot be reached, the lease still ends here
 // (its renewal stops) and the lock frees itself within the lease TTL.
@@ -76,7 +78,7 @@ func (s *Lease) release(ctx context.Context) error {
 	if ended {
 		return ErrNotHeld
 	}
-	n, err := releaseScript.run(ctx, s.locker.client, s.ref, s.ref.call(s.token, s.ref.notify[0], s.ref.notify[1], metaFlag(s.hasMeta))).Int()
+	n, err := s.ref.scripts.release.run(ctx, s.locker.client, s.ref, s.ref.call(s.token, s.ref.notify[0], s.ref.notify[1], metaFlag(s.hasMeta))).Int()
 	switch {
 	case err != nil:
 		s.end(ErrReleased)
@@ -104,7 +106,7 @@ func (s *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		return ErrNotHeld
 	}
 	sent := time.Now()
-	n, err := extendScript.run(ctx, s.locker.client, s.ref, s.ref.call(s.token, ttl.Milliseconds(), metaFlag(s.hasMeta))).Int()
+	n, err := s.ref.scripts.extend.run(ctx, s.locker.client, s.ref, s.ref.call(s.token, ttl.Milliseconds(), metaFlag(s.hasMeta))).Int()
 	if err != nil {
 		return fmt.Errorf("fairlock: extend %s: %w", quoteName(s.ref.name), err)
 	}
@@ -127,7 +129,7 @@ func (s *Lease) renewed(sent time.Time) {
 	}
 	s.claimed = true
 	s.mu.Unlock()
-	s.locker.observe(Event{Kind: EventRenewed, Name: s.ref.name, Token: s.token})
+	s.locker.observe(s.event(EventRenewed))
 }
 
 // needsHeartbeat tells whether the next heartbeat should extend the lease:
@@ -177,8 +179,8 @@ func (s *Lease) end(err error) {
 
 	l := s.locker
 	l.mu.Lock()
-	if ll := l.locks[s.ref.name]; ll != nil && ll.lease == s {
-		ll.lease = nil
+	if ll := l.locks[s.ref.key()]; ll != nil {
+		delete(ll.leases, s)
 		l.dropIfIdle(ll)
 	}
 	l.mu.Unlock()
@@ -189,5 +191,12 @@ func (s *Lease) end(err error) {
 	if err == ErrLost {
 		kind = EventLost
 	}
-	l.observe(Event{Kind: kind, Name: s.ref.name, Token: s.token, Fence: s.fence, Held: time.Since(granted), Err: err})
+	e := s.event(kind)
+	e.Fence, e.Held, e.Err = s.fence, time.Since(granted), err
+	l.observe(e)
+}
+
+// event starts an Event about s.
+func (s *Lease) event(kind EventKind) Event {
+	return Event{Kind: kind, Name: s.ref.name, Lock: s.req.kind, Permits: s.req.permits, Token: s.token}
 }

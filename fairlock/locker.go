@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,9 +29,9 @@ type Locker struct {
 
 	mu      sync.Mutex
 	seq     uint64
-	locks   map[string]*localLock // by lock name: what the heartbeat covers
+	locks   map[refKey]*localLock // what the heartbeat covers
 	waiters map[string]*waiter    // by token: where grant messages go
-	refs    map[string]*lockRef   // by lock name, at most refCacheSize
+	refs    map[refKey]*lockRef   // at most refCacheSize
 	closed  bool
 	calls   sync.WaitGroup // Acquire and TryAcquire calls under way
 
@@ -44,15 +45,36 @@ type Locker struct {
 	bg      sync.WaitGroup
 }
 
-// localLock is what this Locker has on one lock name.
+// localLock is what this Locker has on one lock.
 type localLock struct {
 	ref     *lockRef
 	waiters map[*waiter]struct{} // queued in Redis, to keep alive; nil until one is
-	lease   *Lease               // held by this Locker, to renew
+	leases  map[*Lease]struct{}  // held by this Locker, to renew; nil until one is
+	// capacity is a semaphore's, as its latest waiter or lease here asked:
+	// the heartbeat puts it back if Redis lost it. "" for a mutex.
+	capacity any
+}
+
+// A request is what one Acquire call asks for.
+type request struct {
+	ref     *lockRef
+	kind    LockKind
+	permits int // as events report them: n for a semaphore, else 1
+	// capacity is the semaphore's capacity as a script argument, nil for a
+	// mutex, and suffix what the token carries after it: "#" and the
+	// permits Redis counts (a writer's are all of them), "" for one.
+	capacity any
+	suffix   string
+}
+
+// mutexRequest asks for the mutex called name.
+func (l *Locker) mutexRequest(name string) request {
+	return request{ref: l.ref(spaceMutex, name), kind: LockMutex, permits: 1}
 }
 
 type waiter struct {
 	ref   *lockRef
+	req   *request
 	token string    // guarded by Locker.mu: a waiter that lost its place queues anew with a new token
 	since time.Time // guarded by Locker.mu: when the request that set its Redis deadline was sent
 	start time.Time // when its Acquire call began, for Event.Wait
@@ -94,9 +116,9 @@ func New(client redis.UniversalClient, opts ...Option) (*Locker, error) {
 		heartbeat: heartbeatOf(cfg.leaseTTL, cfg.waiterTTL),
 		leaseMs:   cfg.leaseTTL.Milliseconds(),
 		waiterMs:  cfg.waiterTTL.Milliseconds(),
-		locks:     map[string]*localLock{},
+		locks:     map[refKey]*localLock{},
 		waiters:   map[string]*waiter{},
-		refs:      map[string]*lockRef{},
+		refs:      map[refKey]*lockRef{},
 		closing:   make(chan struct{}),
 		stopped:   make(chan struct{}),
 		kick:      make(chan struct{}, 1),
@@ -124,19 +146,23 @@ func (l *Locker) Heartbeat() time.Duration { return l.heartbeat }
 // grant that raced with the cancellation is released. Acquire is not
 // reentrant: a second Acquire of a lock this Locker holds waits for it.
 func (l *Locker) Acquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
-	return l.acquire(ctx, name, true, opts)
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	return l.acquire(ctx, l.mutexRequest(name), true, opts)
 }
 
 // TryAcquire takes the lock only if it is free and nobody waits for it, and
 // returns ErrNotAcquired otherwise. It never waits and never jumps the queue.
 func (l *Locker) TryAcquire(ctx context.Context, name string, opts ...AcquireOption) (*Lease, error) {
-	return l.acquire(ctx, name, false, opts)
-}
-
-func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []AcquireOption) (*Lease, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
+	return l.acquire(ctx, l.mutexRequest(name), false, opts)
+}
+
+// acquire serves every kind of lock: req says which, and what it asks for.
+func (l *Locker) acquire(ctx context.Context, req request, wait bool, opts []AcquireOption) (*Lease, error) {
 	var ac acquireConfig
 	for _, opt := range opts {
 		if opt != nil {
@@ -154,7 +180,7 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 	}
 	defer l.calls.Done()
 	start := time.Now()
-	ref := l.ref(name)
+	ref, name := req.ref, req.ref.name
 	mode := modeTry
 	if wait {
 		mode = modeWait
@@ -162,10 +188,11 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 			mode = modeCount
 		}
 	}
-	// The fast path writes no metadata: a call with some takes the script.
-	fast, subscribed := ac.metadata == "" && l.fastTry(ref), false
+	// The fast path takes a mutex and writes no metadata: other calls take
+	// the script.
+	fast, subscribed := ref.space == spaceMutex && ac.metadata == "" && l.fastTry(ref), false
 	for {
-		w := l.newWaiter(ref, start, ac.metadata)
+		w := l.newWaiter(&req, start, ac.metadata)
 		w.onPosition = ac.onPosition
 		sent := time.Now()
 		if fast {
@@ -192,7 +219,9 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 				// call's end.
 				l.forget(w)
 				err = ctxError(ctx, fmt.Errorf("fairlock: subscribe: %w", err))
-				l.observe(Event{Kind: EventCancelled, Name: name, Token: w.token, Wait: time.Since(start), Err: err})
+				e := w.event(EventCancelled)
+				e.Wait, e.Err = time.Since(start), err
+				l.observe(e)
 				return nil, err
 			}
 			subscribed = true
@@ -215,7 +244,9 @@ func (l *Locker) acquire(ctx context.Context, name string, wait bool, opts []Acq
 		position := int(-reply)
 		l.queued(w, sent, position)
 		w.queued = true
-		l.observe(Event{Kind: EventEnqueued, Name: name, Token: w.token, Position: position})
+		e := w.event(EventEnqueued)
+		e.Position = position
+		l.observe(e)
 		if ac.onQueued != nil {
 			ac.onQueued(position)
 		}
@@ -257,15 +288,16 @@ func (l *Locker) accept(ctx context.Context, w *waiter, fence int64, start time.
 	claimed := false
 	if time.Until(deadline) < l.heartbeat {
 		sent := time.Now()
-		held, err := extendScript.run(ctx, l.client, w.ref, w.ref.call(w.token, l.leaseMs, metaFlag(w.meta != ""))).Int()
+		held, err := w.ref.scripts.extend.run(ctx, l.client, w.ref, w.ref.call(w.token, l.leaseMs, metaFlag(w.meta != ""))).Int()
 		if err != nil {
 			l.leave(w, ctxError(ctx, err))
 			return nil, ctxError(ctx, fmt.Errorf("fairlock: acquire %s: %w", quoteName(w.ref.name), err))
 		}
 		if held == 0 {
 			l.forget(w)
-			l.observe(Event{Kind: EventCancelled, Name: w.ref.name, Token: w.token, Wait: time.Since(w.start), Queued: true,
-				Err: fmt.Errorf("%w: %w", ErrPlaceLost, errGrantExpired)})
+			e := w.event(EventCancelled)
+			e.Wait, e.Queued, e.Err = time.Since(w.start), true, fmt.Errorf("%w: %w", ErrPlaceLost, errGrantExpired)
+			l.observe(e)
 			return nil, errGrantExpired
 		}
 		deadline, claimed = sent.Add(l.cfg.leaseTTL), true
@@ -281,13 +313,26 @@ func (l *Locker) accept(ctx context.Context, w *waiter, fence int64, start time.
 // the context's deadline with ContextTimeoutEnabled), and then leaves.
 func (l *Locker) enqueue(ctx context.Context, w *waiter, mode any) (int64, error) {
 	args := w.ref.call(w.token, l.leaseMs, l.waiterMs, w.ref.notify[0], w.ref.notify[1], mode, metaValue(w.meta))
-	reply, err := acquireScript.run(ctx, l.client, w.ref, args).Int64()
-	if err != nil {
+	if w.req.capacity != nil {
+		args = append(args, w.req.capacity)
+	}
+	reply, err := w.ref.scripts.acquire.run(ctx, l.client, w.ref, args).Int64()
+	switch {
+	case err != nil && redis.HasErrorPrefix(err, capacityRefused):
+		// Refused before any change: like a bad argument, it never queued.
+		l.forget(w)
+		in := strings.TrimSpace(strings.TrimPrefix(err.Error(), capacityRefused))
+		return 0, fmt.Errorf("%w: semaphore %s is in use with capacity %s, not %v", ErrInvalid, quoteName(w.ref.name), in, w.req.capacity)
+	case err != nil:
 		// The reply may be lost, not the request: remove the entry by its token.
 		l.leave(w, ctxError(ctx, err))
 	}
 	return reply, err
 }
+
+// capacityRefused starts acquire.lua's error for a semaphore in use with
+// another capacity.
+const capacityRefused = "FAIRLOCK_CAPACITY"
 
 // ctxError makes err match ctx.Err() when the context ended, whatever the
 // Redis client reported (often an I/O timeout).
@@ -311,14 +356,15 @@ func (l *Locker) enter() bool {
 
 // newWaiter registers a waiter under a fresh token before the request that
 // queues it is sent, so that a grant message arriving right after finds it.
-func (l *Locker) newWaiter(ref *lockRef, start time.Time, meta string) *waiter {
+func (l *Locker) newWaiter(req *request, start time.Time, meta string) *waiter {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seq++
 	w := &waiter{
-		ref:     ref,
+		ref:     req.ref,
+		req:     req,
 		meta:    meta,
-		token:   l.id + ":" + strconv.FormatUint(l.seq, 36),
+		token:   l.id + ":" + strconv.FormatUint(l.seq, 36) + req.suffix,
 		start:   start,
 		granted: make(chan int64, 1),
 		evicted: make(chan struct{}, 1),
@@ -327,12 +373,17 @@ func (l *Locker) newWaiter(ref *lockRef, start time.Time, meta string) *waiter {
 	return w
 }
 
+// event starts an Event about w.
+func (w *waiter) event(kind EventKind) Event {
+	return Event{Kind: kind, Name: w.ref.name, Lock: w.req.kind, Permits: w.req.permits, Token: w.token}
+}
+
 // queued puts a waiter in Redis's queue under the heartbeat's care.
 func (l *Locker) queued(w *waiter, sent time.Time, position int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	w.since, w.position = sent, position
-	ll := l.local(w.ref)
+	ll := l.local(w.ref, w.req.capacity)
 	if ll.waiters == nil {
 		ll.waiters = map[*waiter]struct{}{}
 	}
@@ -344,7 +395,7 @@ func (l *Locker) forget(w *waiter) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.waiters, w.token)
-	if ll := l.locks[w.ref.name]; ll != nil {
+	if ll := l.locks[w.ref.key()]; ll != nil {
 		delete(ll.waiters, w)
 		l.dropIfIdle(ll)
 	}
@@ -355,7 +406,8 @@ func (l *Locker) forget(w *waiter) {
 // itself after the waiter TTL.
 func (l *Locker) leave(w *waiter, why error) {
 	l.forget(w)
-	left := Event{Kind: EventCancelled, Name: w.ref.name, Token: w.token, Wait: time.Since(w.start), Queued: w.queued}
+	left := w.event(EventCancelled)
+	left.Wait, left.Queued = time.Since(w.start), w.queued
 	finished := make(chan struct{})
 	l.bg.Add(1)
 	go func() {
@@ -376,7 +428,7 @@ func (l *Locker) leave(w *waiter, why error) {
 func (l *Locker) withdraw(w *waiter, why error, left Event) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.waiterTTL)
 	defer cancel()
-	err := cancelScript.run(ctx, l.client, w.ref, w.ref.call(w.token, w.ref.notify[0], w.ref.notify[1], metaFlag(w.meta != ""))).Err()
+	err := w.ref.scripts.cancel.run(ctx, l.client, w.ref, w.ref.call(w.token, w.ref.notify[0], w.ref.notify[1], metaFlag(w.meta != ""))).Err()
 	if err != nil {
 		why = errors.Join(why, fmt.Errorf("fairlock: leaving the queue: %w", err))
 	}
@@ -384,20 +436,24 @@ func (l *Locker) withdraw(w *waiter, why error, left Event) {
 	l.observe(left)
 }
 
-// local returns this Locker's record of a lock, creating it. l.mu is held.
-func (l *Locker) local(ref *lockRef) *localLock {
-	ll := l.locks[ref.name]
+// local returns this Locker's record of a lock, creating it, and notes the
+// capacity a waiter or lease on it asked for (nil for a mutex). l.mu is held.
+func (l *Locker) local(ref *lockRef, capacity any) *localLock {
+	ll := l.locks[ref.key()]
 	if ll == nil {
-		ll = &localLock{ref: ref}
-		l.locks[ref.name] = ll
+		ll = &localLock{ref: ref, capacity: noMeta}
+		l.locks[ref.key()] = ll
+	}
+	if capacity != nil {
+		ll.capacity = capacity
 	}
 	return ll
 }
 
 // dropIfIdle forgets a lock with no waiter and no lease here. l.mu is held.
 func (l *Locker) dropIfIdle(ll *localLock) {
-	if ll != nil && ll.lease == nil && len(ll.waiters) == 0 {
-		delete(l.locks, ll.ref.name)
+	if ll != nil && len(ll.leases) == 0 && len(ll.waiters) == 0 {
+		delete(l.locks, ll.ref.key())
 	}
 }
 
@@ -410,6 +466,7 @@ func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, deadline tim
 	s := &Lease{
 		locker:  l,
 		ref:     ref,
+		req:     w.req,
 		token:   token,
 		fence:   fence,
 		hasMeta: w.meta != "",
@@ -422,20 +479,28 @@ func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, deadline tim
 	l.mu.Lock()
 	closed := l.closed
 	if !closed {
-		l.local(ref).lease = s
+		ll := l.local(ref, w.req.capacity)
+		if ll.leases == nil {
+			ll.leases = map[*Lease]struct{}{}
+		}
+		ll.leases[s] = struct{}{}
 	}
 	l.mu.Unlock()
 	// A grant given up here ends as EventCancelled; the lease, never handed
 	// out, reports no end of its own (see Lease.end).
 	if closed {
 		s.release(context.Background()) //nolint:errcheck // best effort; the lease expires anyway
-		l.observe(Event{Kind: EventCancelled, Name: ref.name, Token: token, Wait: time.Since(start), Queued: queued, Err: ErrClosed})
+		e := w.event(EventCancelled)
+		e.Wait, e.Queued, e.Err = time.Since(start), queued, ErrClosed
+		l.observe(e)
 		return nil, ErrClosed
 	}
 	if l.cfg.replicas > 0 {
 		if err := l.awaitReplicas(ctx, s); err != nil {
 			err = ctxError(ctx, fmt.Errorf("fairlock: acquire %s: %w", quoteName(ref.name), err))
-			l.observe(Event{Kind: EventCancelled, Name: ref.name, Token: token, Wait: time.Since(start), Queued: queued, Err: err})
+			e := w.event(EventCancelled)
+			e.Wait, e.Queued, e.Err = time.Since(start), queued, err
+			l.observe(e)
 			return nil, err
 		}
 	}
@@ -443,11 +508,15 @@ func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, deadline tim
 	s.granted = time.Now()
 	lost := s.err != nil
 	s.mu.Unlock()
-	l.observe(Event{Kind: EventGranted, Name: ref.name, Token: token, Fence: fence, Wait: time.Since(start), Queued: queued})
+	e := w.event(EventGranted)
+	e.Fence, e.Wait, e.Queued = fence, time.Since(start), queued
+	l.observe(e)
 	if lost {
 		// Its expiry timer ended it before it was handed out, and Lease.end
 		// did not report that: report it now, so every grant has an end.
-		l.observe(Event{Kind: EventLost, Name: ref.name, Token: token, Fence: fence, Err: ErrLost})
+		e := w.event(EventLost)
+		e.Fence, e.Err = fence, ErrLost
+		l.observe(e)
 	}
 	return s, nil
 }
@@ -495,7 +564,7 @@ func (l *Locker) Inspect(ctx context.Context, name string) (State, error) {
 	if err := checkName(name); err != nil {
 		return State{}, err
 	}
-	ref := l.ref(name)
+	ref := l.ref(spaceMutex, name)
 	reply, err := inspectScript.run(ctx, l.client, ref, ref.call()).Result()
 	if err != nil {
 		return State{}, fmt.Errorf("fairlock: inspect %s: %w", quoteName(name), err)
@@ -520,8 +589,8 @@ func (l *Locker) Close() error {
 	l.mu.Lock()
 	var held []*Lease
 	for _, ll := range l.locks {
-		if ll.lease != nil {
-			held = append(held, ll.lease)
+		for s := range ll.leases {
+			held = append(held, s)
 		}
 	}
 	l.mu.Unlock()

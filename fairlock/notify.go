@@ -9,10 +9,13 @@ import (
 )
 
 // Grant notifications. On one Redis (or Sentinel) every Locker has one
-// channel, "prefix:notify:<locker id>", and the scripts PUBLISH to it. On
-// Redis Cluster PUBLISH would be broadcast to every node, so there each
-// lock has its own channel per Locker, "prefix:{name}:notify:<locker id>",
-// in the lock's slot, and the scripts SPUBLISH: the message stays on the
+// channel, "prefix:notify:<locker id>", and the scripts PUBLISH to it. A
+// message lists every grant the script made to that Locker's waiters,
+// "token fence token fence ...". On Redis Cluster PUBLISH would be
+// broadcast to every node, so there each lock has its own channel per
+// Locker, "prefix:{name}:notify:<locker id>" ("prefix:{name}:sem:notify:..."
+// for a semaphore, "rw:" for a read-write lock), in the lock's slot, and
+// the scripts SPUBLISH: the message stays on the
 // shard that owns the lock. A Locker then keeps one pub/sub connection per
 // shard it waits on, and drops channels of locks it no longer uses.
 
@@ -31,7 +34,8 @@ type subscription struct {
 // completes the channel.
 func (l *Locker) notifyArgs(keys []string) (cmd, prefix string) {
 	if l.sharded {
-		return "SPUBLISH", strings.TrimSuffix(keys[0], "lock") + "notify:"
+		// keys[3] is the fence key: "prefix:{name}:" and the key space.
+		return "SPUBLISH", strings.TrimSuffix(keys[3], "fence") + "notify:"
 	}
 	return "PUBLISH", l.notifyPrefix
 }
@@ -141,14 +145,12 @@ func (l *Locker) listen(ps *redis.PubSub, node string) {
 		}
 		switch m := msg.(type) {
 		case *redis.Message:
-			token, fence, ok := parseGrant(m.Payload)
-			if !ok {
-				continue
-			}
 			l.mu.Lock()
-			if w := l.waiters[token]; w != nil {
-				deliver(w, fence)
-			}
+			parseGrants(m.Payload, func(token string, fence int64) {
+				if w := l.waiters[token]; w != nil {
+					deliver(w, fence)
+				}
+			})
 			l.mu.Unlock()
 		case *redis.Subscription:
 			if m.Kind == "sunsubscribe" {
@@ -204,7 +206,7 @@ func (l *Locker) resubscribe(channels []string) {
 			continue
 		}
 		delete(l.subs, channel)
-		primary, err := cc.MasterForKey(ctx, lockKeys(l.cfg.prefix, sub.name)[0])
+		primary, err := cc.MasterForKey(ctx, lockKeys(l.cfg.prefix, spaceMutex, sub.name)[0])
 		if err != nil {
 			continue // the next Acquire of this lock subscribes again
 		}
@@ -264,8 +266,8 @@ func (l *Locker) dropIdleChannels() {
 	}
 	l.mu.Lock()
 	active := make(map[string]bool, len(l.locks))
-	for name := range l.locks {
-		active[name] = true
+	for key := range l.locks {
+		active[key.name] = true
 	}
 	l.mu.Unlock()
 	l.subMu.Lock()

@@ -59,7 +59,7 @@ func (l *Locker) awaitReplicas(ctx context.Context, s *Lease) error {
 func (l *Locker) confirmOn(ctx context.Context, conn *redis.Conn, s *Lease) error {
 	defer conn.Close()
 	sent := time.Now()
-	held, err := extendScript.run(ctx, conn, s.ref, s.ref.call(s.token, l.leaseMs)).Int()
+	held, err := s.ref.scripts.extend.run(ctx, conn, s.ref, s.ref.call(s.token, l.leaseMs, metaFlag(s.hasMeta))).Int()
 	if err != nil {
 		return err
 	}

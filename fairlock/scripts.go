@@ -10,14 +10,32 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// A scriptSet is the queue engine's scripts on one holder store.
+type scriptSet struct {
+	acquire, release, cancel, extend, heartbeat *luaScript
+}
+
 var (
-	acquireScript   = newScript(scripts.Acquire)
-	releaseScript   = newScript(scripts.Release)
-	cancelScript    = newScript(scripts.Cancel)
-	extendScript    = newScript(scripts.Extend)
-	heartbeatScript = newScript(scripts.Heartbeat)
-	inspectScript   = newScript(scripts.Inspect)
-	seedScript      = newScript(scripts.Seed)
+	// mutexScripts keep the holder in one string key.
+	mutexScripts = scriptSet{
+		acquire:   newScript(scripts.Acquire),
+		release:   newScript(scripts.Release),
+		cancel:    newScript(scripts.Cancel),
+		extend:    newScript(scripts.Extend),
+		heartbeat: newScript(scripts.Heartbeat),
+	}
+	// countedScripts keep the holders of a semaphore or read-write lock in
+	// a sorted set, with the permits they hold counted.
+	countedScripts = scriptSet{
+		acquire:   newScript(scripts.CountedAcquire),
+		release:   newScript(scripts.CountedRelease),
+		cancel:    newScript(scripts.CountedCancel),
+		extend:    newScript(scripts.CountedExtend),
+		heartbeat: newScript(scripts.CountedHeartbeat),
+	}
+	inspectScript = newScript(scripts.Inspect)
+	censusScript  = newScript(scripts.Census)
+	seedScript    = newScript(scripts.Seed)
 )
 
 // A luaScript is one script of package scripts. It runs with EVALSHA and,
@@ -80,9 +98,10 @@ func metaFlag(has bool) any {
 // heartbeatCall is one heartbeat.lua call: one lock of this Locker.
 type heartbeatCall struct {
 	ref       *lockRef
-	holder    *Lease
-	tokens    []string
-	positions bool // count the waiters' places
+	capacity  any      // a semaphore's capacity, "" for a mutex
+	holders   []*Lease // leases to renew
+	tokens    []string // waiters
+	positions bool     // count the waiters' places
 	cmd       *redis.Cmd
 }
 
@@ -93,16 +112,19 @@ func (l *Locker) runHeartbeats(ctx context.Context, calls []*heartbeatCall) erro
 	send := func() error {
 		_, err := l.client.Pipelined(ctx, func(p redis.Pipeliner) error {
 			for _, c := range calls {
-				holder := ""
-				if c.holder != nil {
-					holder = c.holder.token
-				}
 				positions := "0"
 				if c.positions {
 					positions = "1"
 				}
-				args := append([]any{l.waiterMs, l.leaseMs, c.ref.notify[0], c.ref.notify[1], holder, positions}, toAny(c.tokens)...)
-				c.cmd = heartbeatScript.EvalSha(ctx, p, c.ref.keys, args...)
+				args := make([]any, 0, 7+len(c.holders)+len(c.tokens))
+				args = append(args, l.waiterMs, l.leaseMs, c.ref.notify[0], c.ref.notify[1], positions, c.capacity, len(c.holders))
+				for _, s := range c.holders {
+					args = append(args, s.token)
+				}
+				for _, token := range c.tokens {
+					args = append(args, token)
+				}
+				c.cmd = c.ref.scripts.heartbeat.EvalSha(ctx, p, c.ref.keys, args...)
 			}
 			return nil
 		})
@@ -110,19 +132,14 @@ func (l *Locker) runHeartbeats(ctx context.Context, calls []*heartbeatCall) erro
 	}
 	err := send()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		if err = heartbeatScript.Load(ctx, l.client).Err(); err == nil {
-			err = send()
+		for _, set := range []*scriptSet{&mutexScripts, &countedScripts} {
+			if err = set.heartbeat.Load(ctx, l.client).Err(); err != nil {
+				return err
+			}
 		}
+		err = send()
 	}
 	return err
-}
-
-func toAny(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
-	}
-	return out
 }
 
 // notifyRefused tells whether err is Redis refusing a script's PUBLISH or
@@ -164,12 +181,22 @@ func parseInspect(reply any) (holder, meta string, ttlMs, fence, waiters int64, 
 	return "", "", 0, 0, 0, fmt.Errorf("fairlock: unexpected inspect reply %v", reply)
 }
 
-// parseGrant reads a grant notification, "token fence".
-func parseGrant(payload string) (token string, fence int64, ok bool) {
-	token, f, ok := strings.Cut(payload, " ")
-	if !ok || token == "" {
-		return "", 0, false
+// parseGrants reads a grant notification, "token fence token fence ...",
+// and calls fn for each grant, in order. It stops at the first malformed
+// pair and reports whether there was none.
+func parseGrants(payload string, fn func(token string, fence int64)) bool {
+	for payload != "" {
+		token, rest, ok := strings.Cut(payload, " ")
+		if !ok || token == "" {
+			return false
+		}
+		f, next, _ := strings.Cut(rest, " ")
+		fence, err := strconv.ParseInt(f, 10, 64)
+		if err != nil || fence <= 0 {
+			return false
+		}
+		fn(token, fence)
+		payload = next
 	}
-	fence, err := strconv.ParseInt(f, 10, 64)
-	return token, fence, err == nil && fence > 0
+	return true
 }

@@ -3,6 +3,12 @@
 // lib/ it calls. A script is lib/keys.lua, then those helpers (each after
 // the helpers it uses in turn), then its own file: it carries only the Lua
 // it runs, since Redis defines every helper anew on each call.
+//
+// One queue engine (lib/grant.lua, lib/unlock.lua and the scripts) serves
+// every kind of lock; what differs is where the holders are kept, behind
+// the functions of a holder store (lib/store_lock.lua for the mutex,
+// lib/store_counted.lua for the semaphore and the read-write lock). Each
+// script that holders touch is assembled once per store.
 package scripts
 
 import (
@@ -31,13 +37,18 @@ func uses(src string) []string {
 	return nil
 }
 
-// load assembles the script in file name.
-func load(name string) string {
+// load assembles the script in file name, with store as its holder store:
+// the helper "store" stands for it (lib/store_lock.lua for a mutex,
+// lib/store_counted.lua for a semaphore or read-write lock).
+func load(name, store string) string {
 	body := read(name)
 	var parts []string
 	seen := map[string]bool{}
 	var add func(helper string)
 	add = func(helper string) {
+		if helper == "store" {
+			helper = store
+		}
 		if seen[helper] {
 			return
 		}
@@ -55,17 +66,33 @@ func load(name string) string {
 	return strings.Join(append(parts, body), "\n")
 }
 
-// The scripts, ready for EVAL.
+// The holder stores.
+const (
+	lockStore    = "store_lock"
+	countedStore = "store_counted"
+)
+
+// The mutex's scripts, ready for EVAL.
 var (
-	Acquire   = load("acquire.lua")
-	Release   = load("release.lua")
-	Cancel    = load("cancel.lua")
-	Extend    = load("extend.lua")
-	Heartbeat = load("heartbeat.lua")
-	Inspect   = load("inspect.lua")
-	Seed      = load("seed.lua")
+	Acquire   = load("acquire.lua", lockStore)
+	Release   = load("release.lua", lockStore)
+	Cancel    = load("cancel.lua", lockStore)
+	Extend    = load("extend.lua", lockStore)
+	Heartbeat = load("heartbeat.lua", lockStore)
+	Inspect   = load("inspect.lua", lockStore)
+	Seed      = load("seed.lua", lockStore)
 
 	// Operators' scripts: read a whole queue, end a lease.
-	Queue        = load("queue.lua")
-	ForceRelease = load("force_release.lua")
+	Queue        = load("queue.lua", lockStore)
+	ForceRelease = load("force_release.lua", lockStore)
+)
+
+// The same engine on the holder store of a semaphore and a read-write lock.
+var (
+	CountedAcquire   = load("acquire.lua", countedStore)
+	CountedRelease   = load("release.lua", countedStore)
+	CountedCancel    = load("cancel.lua", countedStore)
+	CountedExtend    = load("extend.lua", countedStore)
+	CountedHeartbeat = load("heartbeat.lua", countedStore)
+	Census           = load("census.lua", countedStore)
 )

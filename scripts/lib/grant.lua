@@ -1,32 +1,53 @@
--- grant.lua: hand the lock to the next live waiter.
--- uses: clock fence
+-- grant.lua: the queue engine's grant loop, for every holder store.
+-- uses: clock fence store
 
--- grantNext hands the lock to the first live waiter, dropping dead ones
--- on the way, and notifies the waiter's Locker. The lock lives only until the
+-- grantHeads grants, in queue order, every live request at the head that
+-- fits, and stops at the first that does not: a later request never passes
+-- an earlier one, even when it would fit, or a large request (a writer)
+-- could wait forever behind a stream of small ones. Dead entries met on the
+-- way are dropped, with their metadata. A grant lives only until the
 -- waiter's own heartbeat deadline: a waiter that died just before its turn
--- holds it no longer than it would have kept its place. Its Locker extends
--- the lease at its next heartbeat. The waiter's metadata stays under its
--- token, now the holder's; a dead waiter's is dropped with it. The message
--- goes with notifyCmd (PUBLISH, or SPUBLISH on Redis Cluster) to
--- notifyPrefix .. the waiter's Locker id.
--- The new holder overwrites the lock rather than following a DEL: during a
--- Redis Cluster slot migration a script fails at the first key it touches
--- that no longer exists, and must not stop between the two.
--- Returns the new holder's token, or false.
-local function grantNext(notifyCmd, notifyPrefix)
+-- holds it no longer than it would have kept its place, and its Locker
+-- extends the lease at its next heartbeat. The waiter's metadata stays
+-- under its token, now a holder's.
+-- Each Locker with a granted waiter gets one message, "token fence token
+-- fence ...", with notifyCmd (PUBLISH, or SPUBLISH on Redis Cluster) to
+-- notifyPrefix .. its Locker id (the token up to its first ':').
+-- Returns the first token granted, or false.
+local function grantHeads(notifyCmd, notifyPrefix)
+  if not hasRoom() then return false end
+  local first = false
+  local lockers, messages = {}, {}
   while true do
     local head = redis.call('LPOP', queueKey)
-    if not head then return false end
+    if not head then break end
     local deadline = tonumber(redis.call('ZSCORE', aliveKey, head))
+    local live = deadline and deadline > nowMs()
+    if live and not fits(head) then
+      redis.call('LPUSH', queueKey, head)
+      break
+    end
     redis.call('ZREM', aliveKey, head)
     redis.call('ZREM', orderKey, head)
-    if deadline and deadline > nowMs() then
-      redis.call('SET', lockKey, head, 'PX', deadline - nowMs())
+    if live then
       local fence = nextFence()
-      local locker = string.match(head, '^(.*):')
-      redis.call(notifyCmd, notifyPrefix .. locker, head .. ' ' .. string.format('%d', fence))
-      return head
+      local more = take(head, deadline - nowMs(), fence)
+      local locker = string.match(head, '^([^:]*):')
+      if not messages[locker] then
+        lockers[#lockers + 1] = locker
+        messages[locker] = {}
+      end
+      local m = messages[locker]
+      m[#m + 1] = head
+      m[#m + 1] = string.format('%d', fence)
+      first = first or head
+      if not more then break end
+    else
+      redis.call('HDEL', metaKey, head)
     end
-    redis.call('HDEL', metaKey, head)
   end
+  for _, locker in ipairs(lockers) do
+    redis.call(notifyCmd, notifyPrefix .. locker, table.concat(messages[locker], ' '))
+  end
+  return first
 end

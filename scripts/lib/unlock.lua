@@ -1,13 +1,20 @@
--- unlock.lua: free a held lock and pass it on.
+-- unlock.lua: free what a holder holds and pass it on.
 -- uses: grant
 
--- releaseIfHolder frees the lock if token holds it and passes it on. It
--- drops token's metadata if hasMeta is not "" (the caller gave some): a
--- token without any costs no command for it.
--- Returns 1 if token held it, 0 otherwise (nothing else changed).
-local function releaseIfHolder(token, notifyCmd, notifyPrefix, hasMeta)
+-- releaseIfHolder frees token's permits if it holds any and grants the
+-- heads that now fit; it does so too when the permits of expired holders
+-- came free, or when left (token left the queue: a head that did not fit
+-- may have been the one leaving). It drops token's metadata if hasMeta is not "" (the caller gave
+-- some): a token without any costs no command for it.
+-- Returns 1 if token held permits, 0 otherwise.
+local function releaseIfHolder(token, notifyCmd, notifyPrefix, hasMeta, left)
+  local freed = openStore()
   if hasMeta ~= '' then redis.call('HDEL', metaKey, token) end
-  if redis.call('GET', lockKey) ~= token then return 0 end
-  if not grantNext(notifyCmd, notifyPrefix) then redis.call('DEL', lockKey) end
-  return 1
+  local held = drop(token)
+  if held or freed or left then
+    grantHeads(notifyCmd, notifyPrefix)
+    settle()
+  end
+  if held then return 1 end
+  return 0
 end
