@@ -290,7 +290,7 @@ func (r *Recorder) CheckCapacity(name string, capacity int) error {
 			sum += h.Permits
 		}
 		if sum > capacity {
-			return fmt.Errorf("fairlocktest: %s held %d permits at once, over its capacity %d, when %s was granted %d;\n holders %v%s",
+			return fmt.Errorf("fairlocktest: %s held %d permits at once, over its capacity %d, when %s took %d;\n holders %v%s",
 				g, sum, capacity, e.Token, e.Permits, holders(held), g.hint(held))
 		}
 		return nil
