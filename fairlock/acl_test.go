@@ -67,6 +67,40 @@ func TestACLRuleIsEnough(t *testing.T) {
 	if err := a.Do(ctx, "acl", func(context.Context) error { return nil }); err != nil {
 		t.Fatalf("Do: %v", err)
 	}
+
+	// The semaphore and the read-write lock: a grant of several waiters,
+	// renewal across SCRIPT FLUSH, Extend, Try, Inspect, and a dead holder's
+	// permits reaped.
+	sa, sb := mustSem(t, a, "acl", 2), mustSem(t, b, "acl", 2)
+	full := hold(t, permits(sa, 2))
+	waits := []<-chan result{queueFor(t, ctx, permits(sb, 1)), queueFor(t, ctx, permits(sb, 1))}
+	primary.Client(t).ScriptFlush(ctx)
+	time.Sleep(leaseTTL)
+	if _, err := sb.TryAcquire(ctx, 1); !errors.Is(err, fairlock.ErrNotAcquired) {
+		t.Fatalf("semaphore TryAcquire: %v", err)
+	}
+	if st, err := sb.Inspect(ctx); err != nil || st.InUse != 2 || st.Waiters != 2 {
+		t.Fatalf("semaphore Inspect: %+v, %v", st, err)
+	}
+	if err := full.Release(ctx); err != nil {
+		t.Fatalf("semaphore Release: %v", err)
+	}
+	for _, w := range waits {
+		got, _ := await(t, w, slack)
+		if err := got.Extend(ctx, leaseTTL); err != nil {
+			t.Fatalf("semaphore Extend: %v", err)
+		}
+		got.Release(ctx)
+	}
+	ma, mb := mustRW(t, a, "acl"), mustRW(t, b, "acl")
+	writer := hold(t, ma.Lock)
+	reader := queueFor(t, ctx, mb.RLock)
+	if st, err := mb.Inspect(ctx); err != nil || !st.Writer || st.Waiters != 1 {
+		t.Fatalf("read-write Inspect: %+v, %v", st, err)
+	}
+	writer.Release(ctx)
+	r, _ := await(t, reader, slack)
+	r.Release(ctx)
 }
 
 // A user without the rule gets an error from its first call, promptly.

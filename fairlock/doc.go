@@ -1,4 +1,5 @@
-// Package fairlock is a fair, strictly FIFO distributed lock on Redis.
+// Package fairlock is a fair, strictly FIFO distributed lock on Redis, with a
+// fair counting semaphore and a fair read-write lock on the same queue.
 //
 // Spin-and-retry locks (SET NX in a loop) are unfair: whoever retries at the
 // right moment wins, so under contention the worker that just released the
@@ -17,9 +18,25 @@
 // lock is enough by itself: pass Lease.Fence to the storage you guard and
 // have it reject older fences.
 //
+// # Semaphores and read-write locks
+//
+// Locker.Semaphore gives a fair weighted semaphore, and Locker.RWMutex a fair
+// read-write lock, which is a semaphore of MaxCapacity permits whose readers
+// take one and whose writers take all. Both queue in the same strict FIFO
+// order as the mutex: a request is granted only when it is the oldest live
+// waiter and its permits are free, and a later request never passes an
+// earlier one, even when it would fit. So a reader behind a waiting writer
+// waits, and a writer waits only for the readers ahead of it. When permits
+// come free, every request at the head that fits is granted in one script,
+// and each Locker with a granted waiter gets one message. Every grant is a
+// Lease, whose Release returns all of its permits; there is no partial
+// release and no upgrade from reader to writer.
+//
 // # Guarantees
 //
-//   - Mutual exclusion within a lease, on one Redis that does not lose data.
+//   - Mutual exclusion within a lease, on one Redis that does not lose data;
+//     for a semaphore, never more than its capacity held within the leases,
+//     and for a read-write lock, no writer beside any other holder.
 //   - Strict FIFO among live waiters; TryAcquire never jumps the queue.
 //   - A crashed holder blocks the lock for at most the lease TTL; a crashed
 //     waiter for at most the waiter TTL, wherever it stands in the queue.

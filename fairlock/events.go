@@ -63,7 +63,8 @@ func (k LockKind) String() string {
 // ErrNotAcquired, which reports nothing. An Acquire whose pub/sub
 // subscription fails ends as EventCancelled too. A call that fails before
 // it reaches Redis (a bad name, a context already done, a closed Locker)
-// reports nothing: it never waited. A grant
+// reports nothing: it never waited. So does a semaphore's Acquire that Redis
+// refused because the semaphore is in use with another capacity. A grant
 // that Acquire gives up before returning it (the Locker was closed, or
 // WithReplicaAck was not met) ends as EventCancelled, and its lease reports
 // no EventReleased or EventLost; every lease Acquire returns reports exactly
@@ -96,7 +97,7 @@ func (k LockKind) String() string {
 type Event struct {
 	Kind     EventKind // what happened
 	Name     string    // lock name
-	Lock     LockKind  // which primitive: a mutex, semaphore, or read-write lock as reader or writer
+	Lock     LockKind  // which primitive: a mutex, semaphore, or read-write lock as reader or writer (LockRead for its EventHeartbeatFailed)
 	Permits  int       // permits asked for or held: n for LockSemaphore, else 1
 	Token    string    // the waiter's or lease's token
 	Position int       // EventEnqueued, EventMoved: 1 is next in line

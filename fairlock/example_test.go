@@ -152,3 +152,62 @@ func ExampleLocker_ForceRelease() {
 	// true true <nil>
 	// fairlock: lease lost
 }
+
+// At most two exports per customer run at once, started in the order they
+// were asked for.
+func ExampleSemaphore() {
+	client, stop := exampleRedis()
+	defer stop()
+	locker, _ := fairlock.New(client)
+	defer locker.Close()
+
+	ctx := context.Background()
+	exports, err := locker.Semaphore("exports:customer-42", 2)
+	if err != nil {
+		panic(err)
+	}
+	first, _ := exports.Acquire(ctx, 1)
+	second, _ := exports.Acquire(ctx, 1)
+	if _, err := exports.TryAcquire(ctx, 1); errors.Is(err, fairlock.ErrNotAcquired) {
+		fmt.Println("a third export waits its turn")
+	}
+	st, _ := exports.Inspect(ctx)
+	fmt.Printf("%d of %d permits in use\n", st.InUse, st.Capacity)
+	first.Release(ctx)
+	second.Release(ctx)
+	// Output:
+	// a third export waits its turn
+	// 2 of 2 permits in use
+}
+
+// Readers share the lock; a writer waits only for the readers ahead of it,
+// and readers who come after it wait for it.
+func ExampleRWMutex() {
+	client, stop := exampleRedis()
+	defer stop()
+	locker, _ := fairlock.New(client)
+	defer locker.Close()
+
+	ctx := context.Background()
+	config, err := locker.RWMutex("config:tenant-7")
+	if err != nil {
+		panic(err)
+	}
+	r1, _ := config.RLock(ctx)
+	r2, _ := config.RLock(ctx)
+	st, _ := config.Inspect(ctx)
+	fmt.Println("readers:", st.Readers)
+	if _, err := config.TryLock(ctx); errors.Is(err, fairlock.ErrNotAcquired) {
+		fmt.Println("a writer must wait for them")
+	}
+	r1.Release(ctx)
+	r2.Release(ctx)
+	w, _ := config.Lock(ctx)
+	st, _ = config.Inspect(ctx)
+	fmt.Println("writer:", st.Writer)
+	w.Release(ctx)
+	// Output:
+	// readers: 2
+	// a writer must wait for them
+	// writer: true
+}

@@ -398,3 +398,82 @@ func crc16(s string) uint16 {
 	}
 	return crc
 }
+
+// FuzzKindsOnRedis runs fuzzed names, capacities and permits through the
+// semaphore and the read-write lock on a real redis-server: bad arguments
+// are ErrInvalid before any command, good ones are granted on an idle lock,
+// seen by Inspect, kept in one cluster slot, and given back whole.
+func FuzzKindsOnRedis(f *testing.F) {
+	f.Add("jobs", 4, 3, false)
+	f.Add("a{b}", 1, 1, true)
+	f.Add("", 3, 1, false)
+	f.Add("x", 0, 1, false)
+	f.Add("x", 2, 3, true)
+	f.Add("x", MaxCapacity, MaxCapacity, false)
+	f.Add("x", MaxCapacity+1, 1, false)
+	f.Add("\xff", -5, -7, true)
+	srv := redistest.Start(f)
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	f.Cleanup(func() { client.Close() })
+	l, err := New(client, WithLeaseTTL(5*time.Second), WithWaiterTTL(5*time.Second))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { l.Close() })
+	f.Fuzz(func(t *testing.T, name string, capacity, n int, write bool) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		badName := name == "" || len(name) > MaxNameLen
+		sem, err := l.Semaphore(name, capacity)
+		if bad := badName || capacity < 1 || capacity > MaxCapacity; bad != (err != nil) || (bad && !errors.Is(err, ErrInvalid)) {
+			t.Fatalf("Semaphore(%q, %d): %v", name, capacity, err)
+		}
+		if err == nil {
+			lease, err := sem.TryAcquire(ctx, n)
+			if bad := n < 1 || n > capacity; bad {
+				if !errors.Is(err, ErrInvalid) {
+					t.Fatalf("TryAcquire(%d) of %d: %v, want ErrInvalid", n, capacity, err)
+				}
+			} else {
+				if err != nil {
+					t.Fatalf("TryAcquire(%d) of %d on %q: %v", n, capacity, name, err)
+				}
+				if st, err := sem.Inspect(ctx); err != nil || st != (SemaphoreState{Capacity: capacity, InUse: n, Holders: 1, Fence: lease.Fence()}) {
+					t.Fatalf("Inspect after TryAcquire(%d) of %d: %+v, %v", n, capacity, st, err)
+				}
+				for _, k := range lockKeys(DefaultKeyPrefix, spaceSemaphore, name) {
+					if keySlot(k) != keySlot(lockKeys(DefaultKeyPrefix, spaceMutex, name)[0]) {
+						t.Fatalf("semaphore key %q in another slot", k)
+					}
+				}
+				if err := lease.Release(ctx); err != nil {
+					t.Fatalf("Release: %v", err)
+				}
+				if st, _ := sem.Inspect(ctx); st.InUse != 0 || st.Holders != 0 {
+					t.Fatalf("after Release: %+v", st)
+				}
+			}
+		}
+		m, err := l.RWMutex(name)
+		if badName != (err != nil) {
+			t.Fatalf("RWMutex(%q): %v", name, err)
+		}
+		if err != nil {
+			return
+		}
+		take := m.TryRLock
+		if write {
+			take = m.TryLock
+		}
+		lease, err := take(ctx)
+		if err != nil {
+			t.Fatalf("TryLock (write %v) of %q: %v", write, name, err)
+		}
+		if st, err := m.Inspect(ctx); err != nil || st.Writer != write || (st.Readers == 1) == write {
+			t.Fatalf("Inspect of a lock held (write %v): %+v, %v", write, st, err)
+		}
+		if err := lease.Release(ctx); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+	})
+}

@@ -14,7 +14,8 @@
 -- use with another capacity; then nothing changed.
 local token, meta = ARGV[1], ARGV[7]
 local leaseTTL, waiterTTL = tonumber(ARGV[2]), tonumber(ARGV[3])
-local freed = openStore(tonumber(ARGV[8]), true, math.max(leaseTTL, waiterTTL))
+-- (ARGV[8] and ...: miniredis's Lua refuses tonumber(nil).)
+local freed = openStore(ARGV[8] and tonumber(ARGV[8]), true, math.max(leaseTTL, waiterTTL))
 if type(freed) == 'table' then return freed end
 -- Permits an expired holder left go to the waiters first.
 if freed then grantHeads(ARGV[4], ARGV[5]) end

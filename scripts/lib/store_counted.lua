@@ -12,7 +12,8 @@ local holdersKey, stateKey = KEYS[1], KEYS[7]
 local cap, used
 
 local function weight(token)
-  return tonumber(string.match(token, '#(%d+)$')) or 1
+  local n = string.match(token, '#(%d+)$')
+  return n and tonumber(n) or 1
 end
 
 -- forget removes a holder that left (released, expired, or ended by force).
@@ -39,6 +40,12 @@ local function openStore(capacity, strict, ttl)
     forget(token)
     redis.call('HDEL', metaKey, token)
   end
+  -- The holders key expires with its last lease, and no call may come
+  -- between that lease's deadline and the key's end to reap it.
+  local freed = #expired > 0
+  if used > 0 and #expired == 0 and redis.call('EXISTS', holdersKey) == 0 then
+    used, freed = 0, true
+  end
   if capacity and cap ~= capacity then
     -- strict: an Acquire, which must agree with the capacity in use, or
     -- find the semaphore idle and set its own. Otherwise a heartbeat,
@@ -54,8 +61,8 @@ local function openStore(capacity, strict, ttl)
   end
   -- Written back only to a state that exists (it has a TTL); a lost one is
   -- written anew by the next grant, with its TTL.
-  if #expired > 0 and state[1] then redis.call('HSET', stateKey, 'used', used) end
-  return #expired > 0
+  if freed and state[1] then redis.call('HSET', stateKey, 'used', used) end
+  return freed
 end
 
 local function hasRoom() return cap ~= nil and used < cap end
