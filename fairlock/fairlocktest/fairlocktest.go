@@ -1,8 +1,10 @@
 // Package fairlocktest helps test code that uses fairlock, without a Redis
 // server: it starts an in-process miniredis and hands out ready Lockers, and
 // its Recorder collects the Lockers' events so a test can assert the order
-// in which the lock was granted. It is a package of its own so that the
-// library does not depend on miniredis; only tests that import it do.
+// in which a lock was granted, and, for a Semaphore or an RWMutex, that no
+// more permits were held than its capacity and that no writer shared it.
+// It is a package of its own so that the library does not depend on
+// miniredis; only tests that import it do.
 //
 // A typical test:
 //
@@ -17,6 +19,16 @@
 //
 //	srv := fairlocktest.NewServer(t)
 //	a, b := srv.Locker(t, rec.Option()), srv.Locker(t, rec.Option())
+//
+// For a Semaphore or an RWMutex, release through the Recorder, so that it
+// knows when each lease was given back (see Recorder.Release):
+//
+//	lease, err := sem.Acquire(ctx, 2)
+//	// ... work ...
+//	rec.Release(ctx, lease)
+//	// ... and once all are done:
+//	rec.AssertCapacity(t, "exports", 3)
+//	rec.AssertExclusive(t, "config") // an RWMutex: no writer shared it
 //
 // The embedded server expires keys as wall-clock time passes, like Redis,
 // so lease and waiter TTLs behave as in production; use short TTLs

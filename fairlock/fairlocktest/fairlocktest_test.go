@@ -221,3 +221,170 @@ func TestRecorderWithCancelledWaiter(t *testing.T) {
 	rec.AssertGrantOrder(t, "q", holder.Token(), tokens[0], tokens[2])
 	rec.AssertFences(t, "q")
 }
+
+// kev is an event of lock kind lock on the lock called "n".
+func kev(kind fairlock.EventKind, lock fairlock.LockKind, token string, fence int64, permits int) fairlock.Event {
+	return fairlock.Event{Kind: kind, Name: "n", Lock: lock, Token: token, Fence: fence, Permits: permits}
+}
+
+// Holders granted together report their grants in any order: FIFO and
+// Granted go by fence, and only exclusive grants pin the reported order.
+func TestKindsOrder(t *testing.T) {
+	const (
+		enq = fairlock.EventEnqueued
+		gr  = fairlock.EventGranted
+		sem = fairlock.LockSemaphore
+		rd  = fairlock.LockRead
+		wr  = fairlock.LockWrite
+	)
+	for _, tc := range []struct {
+		name         string
+		events       []fairlock.Event
+		fifo, fences bool
+	}{
+		{"semaphore batch reported out of order",
+			[]fairlock.Event{kev(enq, sem, "a", 0, 1), kev(enq, sem, "b", 0, 2), kev(gr, sem, "b", 6, 2), kev(gr, sem, "a", 5, 1)}, true, true},
+		{"semaphore granted out of queue order",
+			[]fairlock.Event{kev(enq, sem, "a", 0, 3), kev(enq, sem, "b", 0, 1), kev(gr, sem, "b", 5, 1), kev(gr, sem, "a", 6, 3)}, false, true},
+		{"semaphore fence twice",
+			[]fairlock.Event{kev(gr, sem, "a", 5, 1), kev(gr, sem, "b", 5, 1)}, true, false},
+		{"readers batched, then a writer",
+			[]fairlock.Event{kev(enq, rd, "r1", 0, 1), kev(enq, rd, "r2", 0, 1), kev(enq, wr, "w", 0, 1),
+				kev(gr, rd, "r2", 3, 1), kev(gr, rd, "r1", 2, 1), kev(gr, wr, "w", 4, 1)}, true, true},
+		{"reader passed a queued writer",
+			[]fairlock.Event{kev(enq, wr, "w", 0, 1), kev(enq, rd, "r", 0, 1), kev(gr, rd, "r", 2, 1), kev(gr, wr, "w", 3, 1)}, false, true},
+		{"writer's fence below a reader reported before it",
+			[]fairlock.Event{kev(gr, rd, "r", 7, 1), kev(gr, wr, "w", 6, 1)}, true, false},
+		{"writer's fence above a reader reported after it",
+			[]fairlock.Event{kev(gr, wr, "w", 6, 1), kev(gr, rd, "r", 5, 1)}, true, false},
+		{"a lost reader's late report",
+			[]fairlock.Event{kev(gr, wr, "w", 6, 1), kev(gr, rd, "r", 5, 1), kev(fairlock.EventLost, rd, "r", 5, 1)}, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRecorder()
+			for _, e := range tc.events {
+				r.Record(e)
+			}
+			if err := r.CheckFIFO("n"); (err == nil) != tc.fifo {
+				t.Errorf("CheckFIFO: %v, want ok=%v", err, tc.fifo)
+			}
+			if err := r.CheckFences("n"); (err == nil) != tc.fences {
+				t.Errorf("CheckFences: %v, want ok=%v", err, tc.fences)
+			}
+		})
+	}
+	r := NewRecorder()
+	r.Record(kev(gr, sem, "b", 6, 1))
+	r.Record(kev(gr, sem, "a", 5, 1))
+	if err := r.CheckGrantOrder("n", "a", "b"); err != nil {
+		t.Error(err)
+	}
+}
+
+// A mutex, a semaphore and a read-write lock of one name are three locks:
+// their fences, queues and holders are checked apart. Mixed, the mutex's
+// and the RWMutex's fences would repeat, and the mutex holders m1 and m2
+// would overlap the reader r1.
+func TestKindsApart(t *testing.T) {
+	r := NewRecorder()
+	for _, e := range []fairlock.Event{
+		kev(fairlock.EventGranted, fairlock.LockMutex, "m1", 10, 1),
+		kev(fairlock.EventGranted, fairlock.LockSemaphore, "s1", 3, 2),
+		kev(fairlock.EventGranted, fairlock.LockWrite, "w1", 10, 1),
+		kev(fairlock.EventReleased, fairlock.LockWrite, "w1", 10, 1),
+		kev(fairlock.EventGranted, fairlock.LockRead, "r1", 11, 1),
+		kev(fairlock.EventReleased, fairlock.LockMutex, "m1", 10, 1),
+		kev(fairlock.EventGranted, 0, "m2", 11, 1), // Lock unset: a mutex's
+	} {
+		r.Record(e)
+	}
+	for check, err := range map[string]error{
+		"CheckFences":    r.CheckFences("n"),
+		"CheckFIFO":      r.CheckFIFO("n"),
+		"CheckCapacity":  r.CheckCapacity("n", 2),
+		"CheckExclusive": r.CheckExclusive("n"),
+	} {
+		if err != nil {
+			t.Errorf("%s: %v", check, err)
+		}
+	}
+	if got := r.Granted("n"); len(got) != 5 {
+		t.Errorf("Granted lists every kind's grants: got %v", got)
+	}
+}
+
+func TestCheckCapacity(t *testing.T) {
+	const (
+		gr  = fairlock.EventGranted
+		rel = fairlock.EventReleased
+		sem = fairlock.LockSemaphore
+	)
+	for _, tc := range []struct {
+		name      string
+		events    []fairlock.Event
+		releasing map[int][]string // before event i, Release was called on these
+		ok        bool
+		hint      bool
+	}{
+		{"within", []fairlock.Event{kev(gr, sem, "a", 1, 2), kev(gr, sem, "b", 2, 1), kev(rel, sem, "a", 1, 2), kev(gr, sem, "c", 3, 2)}, nil, true, false},
+		{"over", []fairlock.Event{kev(gr, sem, "a", 1, 2), kev(gr, sem, "b", 2, 2)}, nil, false, false},
+		// The hand-off: b is granted by a's release, and reports first.
+		{"hand-off reported late", []fairlock.Event{kev(gr, sem, "a", 1, 3), kev(gr, sem, "b", 2, 3), kev(rel, sem, "a", 1, 3)}, nil, false, true},
+		{"hand-off through Recorder.Release", []fairlock.Event{kev(gr, sem, "a", 1, 3), kev(gr, sem, "b", 2, 3), kev(rel, sem, "a", 1, 3)},
+			map[int][]string{1: {"a"}}, true, false},
+		{"Release called after the next grant", []fairlock.Event{kev(gr, sem, "a", 1, 3), kev(gr, sem, "b", 2, 3), kev(rel, sem, "a", 1, 3)},
+			map[int][]string{2: {"a"}}, false, false},
+		{"lost ends a lease", []fairlock.Event{kev(gr, sem, "a", 1, 3), kev(fairlock.EventLost, sem, "a", 1, 3), kev(gr, sem, "b", 2, 3)}, nil, true, false},
+		{"held to the end", []fairlock.Event{kev(gr, sem, "a", 1, 1), kev(gr, sem, "b", 2, 1), kev(rel, sem, "b", 2, 1), kev(gr, sem, "c", 3, 3)}, nil, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRecorder()
+			for i, e := range tc.events {
+				for _, tok := range tc.releasing[i] {
+					r.releasing(tok)
+				}
+				r.Record(e)
+			}
+			err := r.CheckCapacity("n", 3)
+			if (err == nil) != tc.ok {
+				t.Fatalf("CheckCapacity: %v, want ok=%v", err, tc.ok)
+			}
+			if hint := err != nil && strings.Contains(err.Error(), "Recorder.Release"); hint != tc.hint {
+				t.Errorf("hint about Recorder.Release: %v, want %v: %v", hint, tc.hint, err)
+			}
+		})
+	}
+	if err := NewRecorder().CheckCapacity("n", 0); err == nil {
+		t.Error("CheckCapacity accepted capacity 0")
+	}
+}
+
+func TestCheckExclusive(t *testing.T) {
+	const (
+		gr  = fairlock.EventGranted
+		rel = fairlock.EventReleased
+		rd  = fairlock.LockRead
+		wr  = fairlock.LockWrite
+	)
+	for _, tc := range []struct {
+		name   string
+		events []fairlock.Event
+		ok     bool
+	}{
+		{"readers share", []fairlock.Event{kev(gr, rd, "r1", 1, 1), kev(gr, rd, "r2", 2, 1), kev(rel, rd, "r1", 1, 1), kev(rel, rd, "r2", 2, 1), kev(gr, wr, "w", 3, 1)}, true},
+		{"writer with a reader", []fairlock.Event{kev(gr, rd, "r1", 1, 1), kev(gr, wr, "w", 2, 1)}, false},
+		{"reader with a writer", []fairlock.Event{kev(gr, wr, "w", 1, 1), kev(gr, rd, "r1", 2, 1)}, false},
+		{"two writers", []fairlock.Event{kev(gr, wr, "w1", 1, 1), kev(gr, wr, "w2", 2, 1)}, false},
+		{"writer after the writer", []fairlock.Event{kev(gr, wr, "w1", 1, 1), kev(rel, wr, "w1", 1, 1), kev(gr, wr, "w2", 2, 1)}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := NewRecorder()
+			for _, e := range tc.events {
+				r.Record(e)
+			}
+			if err := r.CheckExclusive("n"); (err == nil) != tc.ok {
+				t.Errorf("CheckExclusive: %v, want ok=%v", err, tc.ok)
+			}
+		})
+	}
+}

@@ -1,7 +1,9 @@
 package fairlocktest
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -12,12 +14,18 @@ import (
 
 // Recorder collects the events of one or more Lockers, in the order the
 // Lockers report them. Install it with rec.Option() when making each
-// Locker. It is safe for concurrent use, and its Record never blocks for
-// long, as an observer must not.
+// Locker: it sees the events of those Lockers only, so its checks are about
+// the waiters and leases of those Lockers. It is safe for concurrent use,
+// and its Record never blocks for long, as an observer must not.
+//
+// A mutex, a Semaphore and an RWMutex of the same name are independent
+// locks, each with its own queue and fences; the checks take a name and
+// look at each of them on its own, telling them apart by Event.Lock.
 type Recorder struct {
-	mu      sync.Mutex
-	events  []fairlock.Event
-	changed chan struct{} // closed and replaced on every event
+	mu       sync.Mutex
+	events   []fairlock.Event
+	releases map[string]int // lease token -> len(events) when Release was called on it
+	changed  chan struct{}  // closed and replaced on every event
 }
 
 // NewRecorder returns an empty Recorder.
@@ -44,11 +52,39 @@ func (r *Recorder) Events() []fairlock.Event {
 	return slices.Clone(r.events)
 }
 
-// Reset forgets every event so far.
+// Reset forgets every event so far, and every Release.
 func (r *Recorder) Reset() {
 	r.mu.Lock()
-	r.events = nil
+	r.events, r.releases = nil, nil
 	r.mu.Unlock()
+}
+
+// Release notes that lease is being released, then releases it and returns
+// what lease.Release returns. CheckCapacity and CheckExclusive count a
+// lease released this way as held until the call, which is what they need
+// to be exact: a lease released with lease.Release counts until its
+// Locker reports EventReleased, after Redis replied, and by then the next
+// holder, woken by the same script, has often reported its grant (in more
+// than half of all hand-offs). The checks would see the two overlap
+// although they never did. An overlap they report between leases released
+// through the Recorder did happen: each was granted before the other's
+// grant was reported, and released after.
+func (r *Recorder) Release(ctx context.Context, lease *fairlock.Lease) error {
+	r.releasing(lease.Token())
+	return lease.Release(ctx)
+}
+
+// releasing notes that Release is being called on the lease token, unless
+// it was before.
+func (r *Recorder) releasing(token string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.releases == nil {
+		r.releases = map[string]int{}
+	}
+	if _, ok := r.releases[token]; !ok {
+		r.releases[token] = len(r.events)
+	}
 }
 
 // Filter returns the events of lock name with the given kind, in order.
@@ -64,10 +100,18 @@ func (r *Recorder) Filter(name string, kind fairlock.EventKind) []fairlock.Event
 	return out
 }
 
-// Granted returns the tokens that were granted lock name, in grant order.
-// Compare them with Lease.Token.
+// Granted returns the tokens that were granted lock name, in grant order:
+// the order of their fences, which is the order in which Redis granted
+// them (the holders of a Semaphore or RWMutex may report grants made
+// together in any order). Compare them with Lease.Token. If a mutex, a
+// Semaphore and an RWMutex share the name, the mutex's grants come first,
+// then the Semaphore's, then the RWMutex's.
 func (r *Recorder) Granted(name string) []string {
-	return tokens(r.Filter(name, fairlock.EventGranted))
+	var out []string
+	for _, g := range r.groups(name) {
+		out = append(out, tokens(byFence(g.filter(fairlock.EventGranted)))...)
+	}
+	return out
 }
 
 // Enqueued returns the tokens that queued for lock name, in the order the
@@ -102,16 +146,29 @@ func (r *Recorder) Wait(ctx context.Context, name string, kind fairlock.EventKin
 	}
 }
 
-// CheckFIFO reports an error unless lock name was granted to its queued
-// waiters in the order they queued. Waiters that never got the lock
-// (cancelled, or evicted for silence) are left out of the comparison.
+// CheckFIFO reports an error unless each lock of that name (the mutex, the
+// Semaphore, the RWMutex) was granted to its queued waiters in the order
+// they queued, readers and writers of an RWMutex in one queue. Grant order
+// is fence order. Waiters that never got the lock (cancelled, or evicted
+// for silence) are left out of the comparison, and so are those granted
+// without queueing.
 //
 // The queue order that counts is the order enqueues reached Redis; the
 // Recorder sees the order the Lockers reported them. The two agree when the
 // test lets each waiter queue before starting the next (see Wait), which is
 // what a test of ordering should do anyway.
 func (r *Recorder) CheckFIFO(name string) error {
-	queued, granted := r.Enqueued(name), r.Granted(name)
+	var errs []error
+	for _, g := range r.groups(name) {
+		if err := g.checkFIFO(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (g group) checkFIFO() error {
+	queued, granted := tokens(g.filter(fairlock.EventEnqueued)), tokens(byFence(g.filter(fairlock.EventGranted)))
 	inQueue := map[string]bool{}
 	for _, t := range queued {
 		inQueue[t] = true
@@ -134,7 +191,7 @@ func (r *Recorder) CheckFIFO(name string) error {
 		}
 	}
 	if !slices.Equal(want, got) {
-		return fmt.Errorf("fairlocktest: %q granted out of queue order:\n queued  %v\n granted %v", name, want, got)
+		return fmt.Errorf("fairlocktest: %s granted out of queue order:\n queued  %v\n granted %v", g, want, got)
 	}
 	return nil
 }
@@ -148,17 +205,119 @@ func (r *Recorder) CheckGrantOrder(name string, tokens ...string) error {
 	return nil
 }
 
-// CheckFences reports an error unless the fences of lock name's grants
-// strictly increase.
+// CheckFences reports an error unless the fences of each lock of that
+// name are distinct and follow the order in which grants were reported
+// around every exclusive grant (a mutex's, a writer's): no grant with a
+// lower fence is reported after it, none with a higher fence before it.
+// For a mutex that is fences strictly increasing in the order reported.
+// Readers and semaphore holders granted together may report in any order,
+// so among them only distinctness is checked, and so it is for leases that
+// were lost, whose grant may have been reported late.
 func (r *Recorder) CheckFences(name string) error {
-	grants := r.Filter(name, fairlock.EventGranted)
-	for i := 1; i < len(grants); i++ {
-		if grants[i].Fence <= grants[i-1].Fence {
-			return fmt.Errorf("fairlocktest: %q fence went from %d (%s) to %d (%s)", name,
-				grants[i-1].Fence, grants[i-1].Token, grants[i].Fence, grants[i].Token)
+	var errs []error
+	for _, g := range r.groups(name) {
+		if err := g.checkFences(); err != nil {
+			errs = append(errs, err)
 		}
 	}
+	return errors.Join(errs...)
+}
+
+func (g group) checkFences() error {
+	all := g.filter(fairlock.EventGranted)
+	// An exclusive grant is made after every earlier holder released, and
+	// released before any later grant, so the order of reports around it
+	// is certain: the highest fence reported before it must be lower, and
+	// the lowest reported after it higher. A lease that was lost may have
+	// reported its grant only after it expired, so it is left out.
+	lost := map[string]bool{}
+	for _, e := range g.filter(fairlock.EventLost) {
+		lost[e.Token] = true
+	}
+	var grants []fairlock.Event
+	for _, e := range all {
+		if !lost[e.Token] {
+			grants = append(grants, e)
+		}
+	}
+	// lowest[i] is the grant with the lowest fence after grants[i].
+	lowest := make([]int, len(grants))
+	for i := len(grants) - 2; i >= 0; i-- {
+		lowest[i] = i + 1
+		if i+2 < len(grants) && grants[lowest[i+1]].Fence < grants[i+1].Fence {
+			lowest[i] = lowest[i+1]
+		}
+	}
+	highest := -1 // the grant with the highest fence so far
+	for i, e := range grants {
+		if exclusive(e.Lock) {
+			if b := highest; b >= 0 && grants[b].Fence >= e.Fence {
+				return fmt.Errorf("fairlocktest: %s fence went from %d (%s) to %d (%s)", g, grants[b].Fence, grants[b].Token, e.Fence, e.Token)
+			}
+			if a := lowest[i]; i+1 < len(grants) && grants[a].Fence <= e.Fence {
+				return fmt.Errorf("fairlocktest: %s fence went from %d (%s) to %d (%s)", g, e.Fence, e.Token, grants[a].Fence, grants[a].Token)
+			}
+		}
+		if highest < 0 || e.Fence > grants[highest].Fence {
+			highest = i
+		}
+	}
+	seen := map[int64]string{}
+	for _, e := range all {
+		if t, ok := seen[e.Fence]; ok {
+			return fmt.Errorf("fairlocktest: %s granted fence %d twice, to %s and %s", g, e.Fence, t, e.Token)
+		}
+		seen[e.Fence] = e.Token
+	}
 	return nil
+}
+
+// CheckCapacity reports an error if the leases of the Semaphore called
+// name ever held more than capacity permits at once. A lease counts, with
+// its Event.Permits, from its EventGranted until its EventLost, or until
+// Release on this Recorder was called on it; one released with its own
+// Release counts until its EventReleased (see Release for why that may
+// show an overlap that did not happen). A lease still held counts to the
+// end.
+//
+// A lease found lost by the heartbeat (taken by ForceRelease, or forgotten
+// by Redis) counts until then: its holder believed it held it.
+func (r *Recorder) CheckCapacity(name string, capacity int) error {
+	if capacity < 1 {
+		return fmt.Errorf("fairlocktest: capacity %d of semaphore %q is below 1", capacity, name)
+	}
+	g := r.group(name, fairlock.LockSemaphore)
+	return g.sweep(func(held map[string]fairlock.Event, e fairlock.Event) error {
+		sum := e.Permits
+		for _, h := range held {
+			sum += h.Permits
+		}
+		if sum > capacity {
+			return fmt.Errorf("fairlocktest: %s held %d permits at once, over its capacity %d, when %s took %d;\n holders %v%s",
+				g, sum, capacity, e.Token, e.Permits, holders(held), g.hint(held))
+		}
+		return nil
+	})
+}
+
+// CheckExclusive reports an error if a writer of the RWMutex called name
+// held it together with another holder, reader or writer. Leases count as
+// for CheckCapacity.
+func (r *Recorder) CheckExclusive(name string) error {
+	g := r.group(name, fairlock.LockWrite)
+	return g.sweep(func(held map[string]fairlock.Event, e fairlock.Event) error {
+		if len(held) == 0 {
+			return nil
+		}
+		writer := e.Lock == fairlock.LockWrite
+		for _, h := range held {
+			writer = writer || h.Lock == fairlock.LockWrite
+		}
+		if writer {
+			return fmt.Errorf("fairlocktest: %s granted %s to %s while held by %v%s", g, e.Lock, e.Token, holders(held), g.hint(held))
+		}
+		return nil
+	})
 }
 
 // AssertFIFO fails the test if CheckFIFO reports an error.
@@ -183,6 +342,155 @@ func (r *Recorder) AssertFences(t testing.TB, name string) {
 	if err := r.CheckFences(name); err != nil {
 		t.Error(err)
 	}
+}
+
+// AssertCapacity fails the test if CheckCapacity reports an error.
+func (r *Recorder) AssertCapacity(t testing.TB, name string, capacity int) {
+	t.Helper()
+	if err := r.CheckCapacity(name, capacity); err != nil {
+		t.Error(err)
+	}
+}
+
+// AssertExclusive fails the test if CheckExclusive reports an error.
+func (r *Recorder) AssertExclusive(t testing.TB, name string) {
+	t.Helper()
+	if err := r.CheckExclusive(name); err != nil {
+		t.Error(err)
+	}
+}
+
+// A group is the events of one lock: a name and a kind of lock, with
+// LockRead and LockWrite as one RWMutex.
+type group struct {
+	name   string
+	lock   fairlock.LockKind // LockMutex, LockSemaphore or LockWrite
+	events []fairlock.Event
+	// at[i] is the place of events[i] among all the Recorder's events, and
+	// released[token] the place at which Release was called on that lease:
+	// the call came after every event placed before it.
+	at       []int
+	released map[string]int
+}
+
+// primitive is the lock an event is about: LockRead and LockWrite are one
+// RWMutex, and an Event without Lock set is a mutex's.
+func primitive(k fairlock.LockKind) fairlock.LockKind {
+	switch k {
+	case fairlock.LockSemaphore:
+		return k
+	case fairlock.LockRead, fairlock.LockWrite:
+		return fairlock.LockWrite
+	}
+	return fairlock.LockMutex
+}
+
+// exclusive tells whether a grant of this kind excludes every other holder.
+func exclusive(k fairlock.LockKind) bool {
+	return primitive(k) == fairlock.LockMutex || k == fairlock.LockWrite
+}
+
+// group returns the events of the lock called name whose primitive is
+// lock's.
+func (r *Recorder) group(name string, lock fairlock.LockKind) group {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	g := group{name: name, lock: primitive(lock), released: map[string]int{}}
+	for i, e := range r.events {
+		if e.Name == name && primitive(e.Lock) == g.lock {
+			g.events = append(g.events, e)
+			g.at = append(g.at, i)
+			if p, ok := r.releases[e.Token]; ok {
+				g.released[e.Token] = p
+			}
+		}
+	}
+	return g
+}
+
+// groups returns the locks called name that have events: the mutex, the
+// Semaphore, the RWMutex, in that order.
+func (r *Recorder) groups(name string) []group {
+	var out []group
+	for _, k := range []fairlock.LockKind{fairlock.LockMutex, fairlock.LockSemaphore, fairlock.LockWrite} {
+		if g := r.group(name, k); len(g.events) > 0 {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// String names the lock in errors: "mutex \"jobs\"".
+func (g group) String() string {
+	kind := map[fairlock.LockKind]string{fairlock.LockMutex: "mutex", fairlock.LockSemaphore: "semaphore", fairlock.LockWrite: "rwmutex"}[g.lock]
+	return fmt.Sprintf("%s %q", kind, g.name)
+}
+
+func (g group) filter(kind fairlock.EventKind) []fairlock.Event {
+	var out []fairlock.Event
+	for _, e := range g.events {
+		if e.Kind == kind {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// sweep calls check at every EventGranted, in the order reported, with the
+// leases held just before it (their EventGranted, by token). A lease is
+// held from its EventGranted until its EventReleased or EventLost, or
+// until Release on the Recorder was called on it, whichever came first.
+// sweep stops at check's first error.
+func (g group) sweep(check func(held map[string]fairlock.Event, e fairlock.Event) error) error {
+	held := map[string]fairlock.Event{}
+	for i, e := range g.events {
+		for t := range held {
+			if p, ok := g.released[t]; ok && p <= g.at[i] {
+				delete(held, t)
+			}
+		}
+		switch e.Kind {
+		case fairlock.EventGranted:
+			if err := check(held, e); err != nil {
+				return err
+			}
+			held[e.Token] = e
+		case fairlock.EventReleased, fairlock.EventLost:
+			delete(held, e.Token)
+		}
+	}
+	return nil
+}
+
+// hint explains an overlap that may be only the reports' order: a holder
+// released with its own Release counts until its Locker heard back.
+func (g group) hint(held map[string]fairlock.Event) string {
+	for _, e := range g.events {
+		if _, ok := g.released[e.Token]; e.Kind == fairlock.EventReleased && held[e.Token].Token != "" && !ok {
+			return "\n (a lease released with Lease.Release counts until its EventReleased, which may come after the next grant's report: release through Recorder.Release)"
+		}
+	}
+	return ""
+}
+
+// holders lists held leases, sorted by fence, as "token(permits)".
+func holders(held map[string]fairlock.Event) []string {
+	var es []fairlock.Event
+	for _, e := range held {
+		es = append(es, e)
+	}
+	var out []string
+	for _, e := range byFence(es) {
+		out = append(out, fmt.Sprintf("%s(%s %d)", e.Token, e.Lock, e.Permits))
+	}
+	return out
+}
+
+// byFence sorts events by fence, keeping the reported order among equal
+// fences.
+func byFence(events []fairlock.Event) []fairlock.Event {
+	slices.SortStableFunc(events, func(a, b fairlock.Event) int { return cmp.Compare(a.Fence, b.Fence) })
+	return events
 }
 
 func tokens(events []fairlock.Event) []string {

@@ -1,0 +1,224 @@
+// Command readmostly shows a read-mostly config guarded by fairlock's
+// RWMutex: readers keep coming, and a writer still gets in within a few
+// readers' time, because readers who arrive after it wait for it. For
+// contrast, the same load on a read-write lock without a queue, where a
+// reader gets in whenever no writer holds the lock: the readers never all
+// let go at once, and the writer does not get in at all.
+//
+// The readers and the writer are goroutines with Lockers of their own, as
+// separate processes would have.
+//
+//	go run ./examples/readmostly
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fairlock/fairlock/examples/internal/exampleredis"
+	"github.com/fairlock/fairlock/fairlock"
+)
+
+const (
+	prefix    = "example-readmostly"
+	readers   = 8
+	runFor    = 400 * time.Millisecond // readers keep coming for this long
+	writeEach = 100 * time.Millisecond // the writer wants to update the config this often
+	spinRetry = 20 * time.Millisecond  // a common retry delay, as in orderedjobs
+	config    = prefix + ":config"     // the config: its version and its body, two keys
+)
+
+func main() { exampleredis.Main(run) }
+
+// run is the example; exampleredis.Main opens rdb and passes it in.
+func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
+	fmt.Fprintln(w, "using", rdb)
+	lockers := make([]*fairlock.Locker, 4)
+	for i := range lockers {
+		l, err := fairlock.New(rdb.NewClient(), fairlock.WithKeyPrefix(prefix))
+		if err != nil {
+			return err
+		}
+		defer l.Close()
+		lockers[i] = l
+	}
+
+	fair, err := readMostly(ctx, rdb, func(i int) rwLock {
+		m, err := lockers[i%len(lockers)].RWMutex("config")
+		if err != nil {
+			panic(err) // the name is a constant
+		}
+		return fairRW{m}
+	})
+	if err != nil {
+		return err
+	}
+	spin, err := readMostly(ctx, rdb, func(int) rwLock {
+		return spinRWLock{rdb: rdb.Client, key: prefix + ":spin", ttl: time.Second, retry: spinRetry}
+	})
+	if err != nil {
+		return err
+	}
+
+	fmt.Fprintf(w, "%d readers read the config over and over for %v, each read holding the lock 2-4ms;\n"+
+		"a writer wants to update it every %v. The lock without a queue retries every %v:\n",
+		readers, runFor, writeEach, spinRetry)
+	fmt.Fprintf(w, "  %-10s %-9s %-23s %-14s %-13s %s\n", "", "updates", "writer's longest wait", "reads served", "most readers", "torn reads")
+	for _, r := range []struct {
+		name string
+		res  result
+	}{{"fairlock", fair}, {"no queue", spin}} {
+		wait := r.res.writerWait.Round(time.Millisecond).String()
+		if r.res.gaveUp {
+			wait += " (never got in)"
+		}
+		fmt.Fprintf(w, "  %-10s %-9s %-23s %-14d %-13d %d\n", r.name,
+			fmt.Sprintf("%d of %d", r.res.updates, r.res.wanted), wait, r.res.reads, r.res.mostReaders, r.res.torn)
+	}
+	if fair.updates != fair.wanted {
+		return fmt.Errorf("fairlock: the writer made %d of %d updates", fair.updates, fair.wanted)
+	}
+	if fair.torn+spin.torn != 0 {
+		return fmt.Errorf("a reader saw a config half written: %d with fairlock, %d without a queue", fair.torn, spin.torn)
+	}
+	for i, n := range fair.perReader {
+		if n == 0 {
+			return fmt.Errorf("fairlock: reader %d was never served", i)
+		}
+	}
+	return nil
+}
+
+// rwLock is what readMostly needs of a read-write lock: take it shared or
+// alone, get the way to give it back.
+type rwLock interface {
+	rlock(ctx context.Context) (unlock func(context.Context) error, err error)
+	lock(ctx context.Context) (unlock func(context.Context) error, err error)
+}
+
+type fairRW struct{ m *fairlock.RWMutex }
+
+func (f fairRW) rlock(ctx context.Context) (func(context.Context) error, error) {
+	return leaseRelease(f.m.RLock(ctx))
+}
+
+func (f fairRW) lock(ctx context.Context) (func(context.Context) error, error) {
+	return leaseRelease(f.m.Lock(ctx))
+}
+
+func leaseRelease(lease *fairlock.Lease, err error) (func(context.Context) error, error) {
+	if err != nil {
+		return nil, err
+	}
+	return lease.Release, nil
+}
+
+type result struct {
+	wanted, updates int           // updates the writer wanted to make, and made
+	writerWait      time.Duration // its longest wait, or how long it waited when the run ended
+	gaveUp          bool          // the run ended while the writer waited
+	reads           int
+	perReader       []int
+	mostReaders     int64 // most readers holding the lock at once
+	torn            int   // reads that saw a version without its body
+}
+
+// readMostly runs readers that take the lock shared, read the config, hold
+// the lock a little and want it again at once, for runFor; and a writer
+// that, every writeEach, takes the lock alone and writes a new version in
+// two steps. A reader that saw the two steps apart would count a torn read.
+func readMostly(ctx context.Context, rdb *exampleredis.Redis, newLock func(reader int) rwLock) (result, error) {
+	if err := write(ctx, rdb, 0); err != nil {
+		return result{}, err
+	}
+	ctx, stop := context.WithTimeout(ctx, runFor)
+	defer stop()
+	var (
+		res     = result{perReader: make([]int, readers)}
+		mu      sync.Mutex
+		holding atomic.Int64
+		wg      sync.WaitGroup
+		errs    = make(chan error, readers+1)
+	)
+	for i := range readers {
+		l := newLock(i)
+		hold := 2*time.Millisecond + time.Duration(i)*time.Millisecond/4 // 2-4ms, so readers come and go at different times
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				unlock, err := l.rlock(ctx)
+				if err != nil {
+					if ctx.Err() == nil {
+						errs <- err
+					}
+					return
+				}
+				now := holding.Add(1)
+				v, err := rdb.Client.MGet(context.WithoutCancel(ctx), config+":version", config+":body").Result()
+				mu.Lock()
+				res.reads++
+				res.perReader[i]++
+				res.mostReaders = max(res.mostReaders, now)
+				if err == nil && v[1] != "v"+fmt.Sprint(v[0]) {
+					res.torn++
+				}
+				mu.Unlock()
+				time.Sleep(hold)
+				holding.Add(-1)
+				if err := errors.Join(err, unlock(context.WithoutCancel(ctx))); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	writer := newLock(readers)
+	res.wanted = int((runFor - 1) / writeEach)
+	start := time.Now()
+	wg.Go(func() {
+		for version := 1; version <= res.wanted; version++ {
+			select {
+			case <-time.After(time.Until(start.Add(time.Duration(version) * writeEach))):
+			case <-ctx.Done():
+				return
+			}
+			asked := time.Now()
+			unlock, err := writer.lock(ctx)
+			res.writerWait = max(res.writerWait, time.Since(asked))
+			if err != nil {
+				res.gaveUp = ctx.Err() != nil
+				if !res.gaveUp {
+					errs <- err
+				}
+				return
+			}
+			if err := errors.Join(write(context.WithoutCancel(ctx), rdb, version), unlock(context.WithoutCancel(ctx))); err != nil {
+				errs <- err
+				return
+			}
+			res.updates++
+		}
+	})
+	wg.Wait()
+	close(errs)
+	var all []error
+	for err := range errs {
+		all = append(all, err)
+	}
+	return res, errors.Join(all...)
+}
+
+// write updates the config in two steps, the version and then its body,
+// with a pause between them: a reader in that pause would see them apart.
+func write(ctx context.Context, rdb *exampleredis.Redis, version int) error {
+	if err := rdb.Client.Set(ctx, config+":version", version, time.Minute).Err(); err != nil {
+		return err
+	}
+	time.Sleep(time.Millisecond)
+	return rdb.Client.Set(ctx, config+":body", "v"+strconv.Itoa(version), time.Minute).Err()
+}

@@ -1,0 +1,16 @@
+package main
+
+import (
+	"testing"
+
+	"github.com/fairlock/fairlock/examples/internal/exampletest"
+)
+
+func TestMain(m *testing.M) { exampletest.Main(m) }
+
+// run fails by itself when fairlock's writer misses an update, when a
+// reader is never served, or when a reader sees a config half written.
+func TestReadMostly(t *testing.T) {
+	out := exampletest.Run(t, run, "fairlock   3 of 3", "no queue")
+	t.Log("\n" + out)
+}
