@@ -35,17 +35,21 @@ local function openStore(capacity, strict, ttl)
     used = 0
     for _, token in ipairs(redis.call('ZRANGE', holdersKey, 0, -1)) do used = used + weight(token) end
   end
-  local expired = redis.call('ZRANGEBYSCORE', holdersKey, '-inf', nowMs(), 'LIMIT', 0, reapBatch)
+  -- The holder with the earliest deadline says whether any expired, and
+  -- whether the key is there at all: it expires with its last lease, and
+  -- no call may come between that lease's deadline and the key's end to
+  -- reap it.
+  local first = redis.call('ZRANGE', holdersKey, 0, 0, 'WITHSCORES')
+  local expired = {}
+  if first[2] and tonumber(first[2]) <= nowMs() then
+    expired = redis.call('ZRANGEBYSCORE', holdersKey, '-inf', nowMs(), 'LIMIT', 0, reapBatch)
+  end
   for _, token in ipairs(expired) do
     forget(token)
     redis.call('HDEL', metaKey, token)
   end
-  -- The holders key expires with its last lease, and no call may come
-  -- between that lease's deadline and the key's end to reap it.
   local freed = #expired > 0
-  if used > 0 and #expired == 0 and redis.call('EXISTS', holdersKey) == 0 then
-    used, freed = 0, true
-  end
+  if used > 0 and not first[1] then used, freed = 0, true end
   if capacity and cap ~= capacity then
     -- strict: an Acquire, which must agree with the capacity in use, or
     -- find the semaphore idle and set its own. Otherwise a heartbeat,
@@ -69,12 +73,15 @@ local function hasRoom() return cap ~= nil and used < cap end
 
 local function fits(token) return cap ~= nil and used + weight(token) <= cap end
 
+-- The holders key is new when nothing was held. The state is not: its
+-- capacity was read (or written, with a TTL) by openStore.
 local function take(token, ttl, fence)
+  local first = used == 0
   redis.call('ZADD', holdersKey, nowMs() + ttl, token)
   used = used + weight(token)
   redis.call('HSET', stateKey, 'used', used, token, string.format('%d', fence))
-  keepFor(holdersKey, ttl, true)
-  keepFor(stateKey, ttl, true)
+  keepFor(holdersKey, ttl, first)
+  keepFor(stateKey, ttl, false)
   return used < cap
 end
 
@@ -100,14 +107,20 @@ local function settle()
   if used == 0 and redis.call('EXISTS', queueKey) == 0 then redis.call('DEL', stateKey) end
 end
 
+-- kept is set once renew made both keys live ttl ms more: a heartbeat
+-- renews all of its Locker's leases with one TTL.
+local kept
 local function renew(token, ttl, grow)
   local deadline = tonumber(redis.call('ZSCORE', holdersKey, token))
   if not deadline then return false end
   if not grow or deadline < nowMs() + ttl then
     redis.call('ZADD', holdersKey, nowMs() + ttl, token)
   end
-  keepFor(holdersKey, ttl, false)
-  keepFor(stateKey, ttl, true)
+  if not kept then
+    keepFor(holdersKey, ttl, false)
+    keepFor(stateKey, ttl, true)
+    kept = true
+  end
   return true
 end
 
