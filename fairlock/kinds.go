@@ -7,7 +7,7 @@ import (
 )
 
 // The semaphore and the read-write lock run on the mutex's queue engine
-// with another holder store (scripts/lib/store_counted.lua): a sorted set
+// with another holder store (scripts/lib/counted/): a sorted set
 // of holders and a count of the permits they hold. A token carries the
 // permits it asks for after a '#'; a writer asks for MaxCapacity, all of a
 // read-write lock's.

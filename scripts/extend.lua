@@ -1,5 +1,5 @@
 -- extend.lua: set the remaining lease of token's grant to a new TTL.
--- uses: store keep
+-- uses: leases keep
 -- KEYS: lock, queue, alive, fence, order, meta[, state] (see lib/keys.lua)
 -- ARGV[1] token, ARGV[2] TTL ms, ARGV[3] "1" if token has metadata, else ""
 -- Reply: 1 extended; 0 token holds nothing (nothing changed but its

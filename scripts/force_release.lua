@@ -1,6 +1,6 @@
 -- force_release.lua: end the current lease of a mutex, whoever holds it,
 -- and grant the lock to the next live waiter as a release would.
--- uses: grant
+-- uses: grant leases
 -- KEYS: lock, queue, alive, fence, order, meta (see lib/keys.lua)
 -- ARGV[1] notify command, ARGV[2] notify channel prefix (see lib/grant.lua),
 -- ARGV[3] the holder token to end, or "" for whoever holds the lock

@@ -4,7 +4,7 @@
 -- drops dead waiters of any Locker wherever they stand, tells each waiter
 -- its place when asked, and drops the metadata of tokens that left without
 -- saying so.
--- uses: grant keep
+-- uses: grant keep leases
 -- KEYS: lock, queue, alive, fence, order, meta[, state] (see lib/keys.lua)
 -- ARGV[1] waiter TTL ms, ARGV[2] lease TTL ms, ARGV[3] notify command,
 -- ARGV[4] notify channel prefix, ARGV[5] "1" to count the waiters' places,

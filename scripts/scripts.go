@@ -6,17 +6,18 @@
 //
 // One queue engine (lib/grant.lua, lib/unlock.lua and the scripts) serves
 // every kind of lock; what differs is where the holders are kept, behind
-// the functions of a holder store (lib/store_lock.lua for the mutex,
-// lib/store_counted.lua for the semaphore and the read-write lock). Each
-// script that holders touch is assembled once per store.
+// the functions of a holder store (lib/lock/ for the mutex, lib/counted/
+// for the semaphore and the read-write lock). Each script that holders
+// touch is assembled once per store.
 package scripts
 
 import (
 	"embed"
+	"io/fs"
 	"strings"
 )
 
-//go:embed *.lua lib/*.lua
+//go:embed *.lua lib/*.lua lib/*/*.lua
 var files embed.FS
 
 func read(name string) string {
@@ -37,23 +38,25 @@ func uses(src string) []string {
 	return nil
 }
 
-// load assembles the script in file name, with store as its holder store:
-// the helper "store" stands for it (lib/store_lock.lua for a mutex,
-// lib/store_counted.lua for a semaphore or read-write lock).
+// load assembles the script in file name on the holder store in lib/store/
+// (lib/lock/ for a mutex, lib/counted/ for a semaphore or read-write lock):
+// a helper is that store's file of its name if there is one ("store",
+// "leases"), else lib/'s.
 func load(name, store string) string {
 	body := read(name)
 	var parts []string
 	seen := map[string]bool{}
 	var add func(helper string)
 	add = func(helper string) {
-		if helper == "store" {
-			helper = store
+		path := "lib/" + store + "/" + helper + ".lua"
+		if _, err := fs.Stat(files, path); err != nil {
+			path = "lib/" + helper + ".lua"
 		}
-		if seen[helper] {
+		if seen[path] {
 			return
 		}
-		seen[helper] = true
-		src := read("lib/" + helper + ".lua")
+		seen[path] = true
+		src := read(path)
 		for _, dep := range uses(src) {
 			add(dep)
 		}
@@ -66,10 +69,10 @@ func load(name, store string) string {
 	return strings.Join(append(parts, body), "\n")
 }
 
-// The holder stores.
+// The holder stores, directories of lib/.
 const (
-	lockStore    = "store_lock"
-	countedStore = "store_counted"
+	lockStore    = "lock"
+	countedStore = "counted"
 )
 
 // The mutex's scripts, ready for EVAL.

@@ -16,8 +16,9 @@
 -- Returns the first token granted, or false.
 local function grantHeads(notifyCmd, notifyPrefix)
   if not hasRoom() then return false end
-  local first = false
-  local lockers, messages = {}, {}
+  -- The messages, by Locker: most scripts grant one waiter, for which
+  -- first and its message need no table.
+  local first, firstLocker, firstMessage, messages = false, nil, nil, nil
   while true do
     local head = redis.call('LPOP', queueKey)
     if not head then break end
@@ -33,21 +34,23 @@ local function grantHeads(notifyCmd, notifyPrefix)
       local fence = nextFence()
       local more = take(head, deadline - nowMs(), fence)
       local locker = string.match(head, '^([^:]*):')
-      if not messages[locker] then
-        lockers[#lockers + 1] = locker
-        messages[locker] = {}
+      local grant = head .. ' ' .. string.format('%d', fence)
+      if not first then
+        first, firstLocker, firstMessage = head, locker, grant
+      elseif locker == firstLocker then
+        firstMessage = firstMessage .. ' ' .. grant
+      else
+        messages = messages or {}
+        messages[locker] = messages[locker] and messages[locker] .. ' ' .. grant or grant
       end
-      local m = messages[locker]
-      m[#m + 1] = head
-      m[#m + 1] = string.format('%d', fence)
-      first = first or head
       if not more then break end
     else
       redis.call('HDEL', metaKey, head)
     end
   end
-  for _, locker in ipairs(lockers) do
-    redis.call(notifyCmd, notifyPrefix .. locker, table.concat(messages[locker], ' '))
+  if first then redis.call(notifyCmd, notifyPrefix .. firstLocker, firstMessage) end
+  if messages then
+    for locker, message in pairs(messages) do redis.call(notifyCmd, notifyPrefix .. locker, message) end
   end
   return first
 end

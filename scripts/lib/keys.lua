@@ -1,9 +1,9 @@
 -- keys.lua starts every script. Every script gets the same keys of one
 -- lock, which share one hash tag:
 --   KEYS[1] lock   the holders: for a mutex a string, the holder's token
---                  with the lease as its TTL (lib/store_lock.lua); for a
+--                  with the lease as its TTL (lib/lock/); for a
 --                  semaphore or read-write lock a sorted set
---                  (lib/store_counted.lua)
+--                  (lib/counted/)
 --   KEYS[2] queue  list: waiter tokens in arrival order (holders are not in it)
 --   KEYS[3] alive  sorted set: waiter token -> server-clock deadline in ms
 --   KEYS[4] fence  string: the last fence handed out
@@ -13,5 +13,5 @@
 --   KEYS[6] meta   hash: token -> the caller's metadata, for the waiters and
 --                  the holders that gave one (absent when none did)
 --   KEYS[7] state  hash, semaphore and read-write lock only
---                  (lib/store_counted.lua)
+--                  (lib/counted/)
 local lockKey, queueKey, aliveKey, fenceKey, orderKey, metaKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]

@@ -1,10 +1,13 @@
--- store_lock.lua: the mutex's holder store. The holder is the string key
+-- lock/store.lua: the mutex's holder store. The holder is the string key
 -- lockKey: its value is the holder's token, its TTL the lease.
 -- uses: fence keep
 --
--- Every holder store (this one and store_counted.lua) defines the same
+-- Every holder store (lib/lock/ and lib/counted/) defines the same
 -- functions, which the queue engine (grant.lua, unlock.lua) and the scripts
--- call; scripts.go assembles each script with one store or the other:
+-- call; scripts.go assembles each script with one store or the other. The
+-- ones the grant loop needs are in store.lua, the rest in leases.lua, so
+-- that a script defines only what it may call (Redis defines every
+-- function of a script anew on each call):
 --   openStore(capacity, strict, ttl)  once per call, first: a counted
 --                                store reaps expired holders and checks
 --                                the capacity (strict: an Acquire's; else
@@ -15,9 +18,10 @@
 --   fits(token)                  would token's permits be granted now
 --   take(token, ttl, fence)      grant token for ttl ms; returns hasRoom()
 --   tryTake(token, ttl)          take if it fits; returns the fence or false
---   holds(token)                 does token hold permits
---   drop(token)                  free token's permits; returns holds(token)
+--   drop(token)                  free token's permits; returns whether token held
 --   settle()                     write out what drop left for a later grant
+-- and in leases.lua:
+--   holds(token)                 does token hold permits
 --   renew(token, ttl, grow)      set (or, with grow, only lengthen) token's
 --                                lease to ttl ms; returns holds(token)
 --   fenceOf(token)               the fence of a holder's grant
@@ -40,7 +44,8 @@ local function openStore() return false end
 
 local function hasRoom() return not current() end
 
-local function fits() return not current() end
+-- One permit: a request fits exactly when there is room.
+local fits = hasRoom
 
 local function take(token, ttl)
   redis.call('SET', lockKey, token, 'PX', ttl)
@@ -61,7 +66,6 @@ local function tryTake(token, ttl)
   return nextFence()
 end
 
-local function holds(token) return current() == token end
 
 local function drop(token)
   if current() ~= token then return false end
@@ -71,19 +75,4 @@ end
 
 local function settle()
   if dropped and not holder then redis.call('DEL', lockKey) end
-end
-
-local function renew(token, ttl, grow)
-  if current() ~= token then return false end
-  if grow then keepFor(lockKey, ttl, false) else redis.call('PEXPIRE', lockKey, ttl) end
-  return true
-end
-
--- The lock's holder got the last fence: a call that found the lock taken
--- may have drawn one since, which is above it and so just as safe.
-local function fenceOf() return tonumber(redis.call('GET', fenceKey) or '1') end
-
-local function metaOwners()
-  if not current() then return 0 end
-  return redis.call('HEXISTS', metaKey, holder)
 end

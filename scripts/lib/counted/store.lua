@@ -1,5 +1,6 @@
--- store_counted.lua: the holder store of a semaphore and a read-write lock
--- (see store_lock.lua for the functions every store defines).
+-- counted/store.lua: the holder store of a semaphore and a read-write lock
+-- (lib/lock/store.lua lists the functions every store defines; the ones
+-- that renew leases and report on holders are in leases.lua).
 --   KEYS[1] holders  sorted set: holder token -> lease deadline, server ms
 --   KEYS[7] state    hash: cap (the capacity in use), used (permits held),
 --                    and each holder token -> the fence of its grant
@@ -92,6 +93,7 @@ local function tryTake(token, ttl)
   return fence
 end
 
+-- holds is also leases.lua's.
 local function holds(token) return redis.call('ZSCORE', holdersKey, token) ~= false end
 
 local function drop(token)
@@ -106,26 +108,3 @@ end
 local function settle()
   if used == 0 and redis.call('EXISTS', queueKey) == 0 then redis.call('DEL', stateKey) end
 end
-
--- kept is set once renew made both keys live ttl ms more: a heartbeat
--- renews all of its Locker's leases with one TTL.
-local kept
-local function renew(token, ttl, grow)
-  local deadline = tonumber(redis.call('ZSCORE', holdersKey, token))
-  if not deadline then return false end
-  if not grow or deadline < nowMs() + ttl then
-    redis.call('ZADD', holdersKey, nowMs() + ttl, token)
-  end
-  if not kept then
-    keepFor(holdersKey, ttl, false)
-    keepFor(stateKey, ttl, true)
-    kept = true
-  end
-  return true
-end
-
-local function fenceOf(token)
-  return tonumber(redis.call('HGET', stateKey, token) or redis.call('GET', fenceKey) or '1')
-end
-
-local function metaOwners() return redis.call('ZCARD', holdersKey) end
