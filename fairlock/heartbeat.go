@@ -72,7 +72,7 @@ func (l *Locker) heartbeatCalls() []*heartbeatCall {
 	for _, ll := range l.locks {
 		positions := l.wantsPositions()
 		c := &heartbeatCall{ref: ll.ref, capacity: ll.capacity, positions: positions}
-		for s := range ll.leases {
+		for _, s := range ll.leases {
 			if s.needsHeartbeat() {
 				c.holders = append(c.holders, s)
 			}

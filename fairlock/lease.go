@@ -3,6 +3,7 @@ package fairlock
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 )
@@ -12,12 +13,13 @@ import (
 // that may be lost can still be used safely by passing Fence to the storage
 // it guards.
 type Lease struct {
-	locker *Locker
-	ref    *lockRef
-	req    *request // what the Acquire asked for
-	token  string
-	fence  int64
-	done   chan struct{}
+	locker  *Locker
+	ref     *lockRef
+	kind    LockKind // what the Acquire asked for, as events report it
+	permits int
+	token   string
+	fence   int64
+	done    chan struct{}
 
 	mu        sync.Mutex
 	err       error       // nil while held
@@ -180,7 +182,9 @@ func (s *Lease) end(err error) {
 	l := s.locker
 	l.mu.Lock()
 	if ll := l.locks[s.ref.key()]; ll != nil {
-		delete(ll.leases, s)
+		if i := slices.Index(ll.leases, s); i >= 0 {
+			ll.leases = slices.Delete(ll.leases, i, i+1)
+		}
 		l.dropIfIdle(ll)
 	}
 	l.mu.Unlock()
@@ -198,5 +202,5 @@ func (s *Lease) end(err error) {
 
 // event starts an Event about s.
 func (s *Lease) event(kind EventKind) Event {
-	return Event{Kind: kind, Name: s.ref.name, Lock: s.req.kind, Permits: s.req.permits, Token: s.token}
+	return Event{Kind: kind, Name: s.ref.name, Lock: s.kind, Permits: s.permits, Token: s.token}
 }

@@ -49,7 +49,11 @@ type Locker struct {
 type localLock struct {
 	ref     *lockRef
 	waiters map[*waiter]struct{} // queued in Redis, to keep alive; nil until one is
-	leases  map[*Lease]struct{}  // held by this Locker, to renew; nil until one is
+	// leases are held by this Locker, to renew. A mutex has at most one
+	// here, and most semaphores few: a slice on one, an array inside the
+	// record, costs the uncontended acquire no allocation.
+	leases []*Lease
+	one    [1]*Lease
 	// capacity is a semaphore's, as its latest waiter or lease here asked:
 	// the heartbeat puts it back if Redis lost it. "" for a mutex.
 	capacity any
@@ -74,7 +78,7 @@ func (l *Locker) mutexRequest(name string) request {
 
 type waiter struct {
 	ref   *lockRef
-	req   *request
+	req   request
 	token string    // guarded by Locker.mu: a waiter that lost its place queues anew with a new token
 	since time.Time // guarded by Locker.mu: when the request that set its Redis deadline was sent
 	start time.Time // when its Acquire call began, for Event.Wait
@@ -192,7 +196,7 @@ func (l *Locker) acquire(ctx context.Context, req request, wait bool, opts []Acq
 	// the script.
 	fast, subscribed := ref.space == spaceMutex && ac.metadata == "" && l.fastTry(ref), false
 	for {
-		w := l.newWaiter(&req, start, ac.metadata)
+		w := l.newWaiter(req, start, ac.metadata)
 		w.onPosition = ac.onPosition
 		sent := time.Now()
 		if fast {
@@ -356,7 +360,7 @@ func (l *Locker) enter() bool {
 
 // newWaiter registers a waiter under a fresh token before the request that
 // queues it is sent, so that a grant message arriving right after finds it.
-func (l *Locker) newWaiter(req *request, start time.Time, meta string) *waiter {
+func (l *Locker) newWaiter(req request, start time.Time, meta string) *waiter {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.seq++
@@ -442,6 +446,7 @@ func (l *Locker) local(ref *lockRef, capacity any) *localLock {
 	ll := l.locks[ref.key()]
 	if ll == nil {
 		ll = &localLock{ref: ref, capacity: noMeta}
+		ll.leases = ll.one[:0]
 		l.locks[ref.key()] = ll
 	}
 	if capacity != nil {
@@ -466,7 +471,8 @@ func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, deadline tim
 	s := &Lease{
 		locker:  l,
 		ref:     ref,
-		req:     w.req,
+		kind:    w.req.kind,
+		permits: w.req.permits,
 		token:   token,
 		fence:   fence,
 		hasMeta: w.meta != "",
@@ -480,10 +486,7 @@ func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, deadline tim
 	closed := l.closed
 	if !closed {
 		ll := l.local(ref, w.req.capacity)
-		if ll.leases == nil {
-			ll.leases = map[*Lease]struct{}{}
-		}
-		ll.leases[s] = struct{}{}
+		ll.leases = append(ll.leases, s)
 	}
 	l.mu.Unlock()
 	// A grant given up here ends as EventCancelled; the lease, never handed
@@ -589,9 +592,7 @@ func (l *Locker) Close() error {
 	l.mu.Lock()
 	var held []*Lease
 	for _, ll := range l.locks {
-		for s := range ll.leases {
-			held = append(held, s)
-		}
+		held = append(held, ll.leases...)
 	}
 	l.mu.Unlock()
 	var errs []error
