@@ -600,3 +600,53 @@ func TestKindsAreIndependentAndObserved(t *testing.T) {
 		t.Fatalf("%d grants and releases in %+v", seen, events)
 	}
 }
+
+// Metadata goes with a semaphore's or read-write lock's waiter, then with
+// its grant, and leaves with it; the hash always has a TTL.
+func TestKindsMetadata(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 20*time.Second)
+	a, b := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
+	fields := func(space string) []string {
+		t.Helper()
+		key := "fairlock:{meta}:" + space + ":meta"
+		got := rdb.HKeys(ctx, key).Val()
+		if ttl := rdb.PTTL(ctx, key).Val(); len(got) > 0 && ttl <= 0 {
+			t.Fatalf("%s metadata hash without a TTL (%v)", space, ttl)
+		}
+		return got
+	}
+	sem := mustSem(t, a, "meta", 2)
+	held := hold(t, func(ctx context.Context, opts ...fairlock.AcquireOption) (*fairlock.Lease, error) {
+		return sem.Acquire(ctx, 2, append(opts, fairlock.WithMetadata("export 1"))...)
+	})
+	w := queueFor(t, ctx, func(ctx context.Context, opts ...fairlock.AcquireOption) (*fairlock.Lease, error) {
+		return mustSem(t, b, "meta", 2).Acquire(ctx, 1, append(opts, fairlock.WithMetadata("export 2"))...)
+	})
+	if got := fields("sem"); len(got) != 2 {
+		t.Fatalf("metadata of a holder and a waiter: %q", got)
+	}
+	held.Release(ctx)
+	s, _ := await(t, w, slack)
+	if got := fields("sem"); len(got) != 1 || got[0] != s.Token() {
+		t.Fatalf("after the grant: %q, want the new holder's %s", got, s.Token())
+	}
+	s.Release(ctx)
+	if got := fields("sem"); len(got) != 0 {
+		t.Fatalf("after every release: %q", got)
+	}
+
+	rw := mustRW(t, a, "meta")
+	r, err := rw.RLock(ctx, fairlock.WithMetadata("reader"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fields("rw"); len(got) != 1 || got[0] != r.Token() {
+		t.Fatalf("a reader's metadata: %q", got)
+	}
+	r.Release(ctx)
+	if got := fields("rw"); len(got) != 0 {
+		t.Fatalf("after the reader left: %q", got)
+	}
+}
