@@ -611,11 +611,16 @@ func TestKindsMetadata(t *testing.T) {
 	fields := func(space string) []string {
 		t.Helper()
 		key := "fairlock:{meta}:" + space + ":meta"
-		got := rdb.HKeys(ctx, key).Val()
-		if ttl := rdb.PTTL(ctx, key).Val(); len(got) > 0 && ttl <= 0 {
-			t.Fatalf("%s metadata hash without a TTL (%v)", space, ttl)
+		var keys *redis.StringSliceCmd
+		var ttl *redis.DurationCmd
+		rdb.TxPipelined(ctx, func(p redis.Pipeliner) error { //nolint:errcheck // each command's result is read below
+			keys, ttl = p.HKeys(ctx, key), p.PTTL(ctx, key)
+			return nil
+		})
+		if len(keys.Val()) > 0 && ttl.Val() <= 0 {
+			t.Fatalf("%s metadata hash without a TTL (%v)", space, ttl.Val())
 		}
-		return got
+		return keys.Val()
 	}
 	sem := mustSem(t, a, "meta", 2)
 	held := hold(t, func(ctx context.Context, opts ...fairlock.AcquireOption) (*fairlock.Lease, error) {
