@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-// A Lease is a held lock. It ends when released, or when lost: its renewal
-// failed, it expired, or Redis forgot it. Done and Err tell which. A lease
-// that may be lost can still be used safely by passing Fence to the storage
-// it guards.
+// A Lease is a held lock, or a semaphore's or read-write lock's grant. It
+// ends when released, or when lost: its renewal failed, it expired, or
+// Redis forgot it. Done and Err tell which. A lease that may be lost can
+// still be used safely by passing Fence to the storage it guards.
 type Lease struct {
 	locker  *Locker
 	ref     *lockRef
@@ -34,7 +34,9 @@ type Lease struct {
 // Name is the lock's name.
 func (s *Lease) Name() string { return s.ref.name }
 
-// Token identifies this grant; it is the value of the lock key in Redis.
+// Token identifies this grant: the value of a mutex's lock key in Redis, or
+// the holder's member in a semaphore's or read-write lock's set of holders
+// (followed by "#" and the permits it holds, when more than one).
 func (s *Lease) Token() string { return s.token }
 
 // Fence is this grant's fencing token. Fences of one lock name strictly
