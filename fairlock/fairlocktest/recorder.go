@@ -304,7 +304,7 @@ func (r *Recorder) CheckCapacity(name string, capacity int) error {
 // held it together with another holder, reader or writer. Leases count as
 // for CheckCapacity.
 func (r *Recorder) CheckExclusive(name string) error {
-	g := r.group(name, fairlock.LockWrite)
+	g := r.group(name, fairlock.LockRWMutex)
 	return g.sweep(func(held map[string]fairlock.Event, e fairlock.Event) error {
 		if len(held) == 0 {
 			return nil
@@ -361,10 +361,10 @@ func (r *Recorder) AssertExclusive(t testing.TB, name string) {
 }
 
 // A group is the events of one lock: a name and a kind of lock, with
-// LockRead and LockWrite as one RWMutex.
+// LockRead, LockWrite and LockRWMutex as one RWMutex.
 type group struct {
 	name   string
-	lock   fairlock.LockKind // LockMutex, LockSemaphore or LockWrite
+	lock   fairlock.LockKind // LockMutex, LockSemaphore or LockRWMutex
 	events []fairlock.Event
 	// at[i] is the place of events[i] among all the Recorder's events, and
 	// released[token] the place at which Release was called on that lease:
@@ -373,14 +373,15 @@ type group struct {
 	released map[string]int
 }
 
-// primitive is the lock an event is about: LockRead and LockWrite are one
-// RWMutex, and an Event without Lock set is a mutex's.
+// primitive is the lock an event is about: LockRead, LockWrite (a lease)
+// and LockRWMutex (a failed heartbeat) are one RWMutex, and an Event
+// without Lock set is a mutex's.
 func primitive(k fairlock.LockKind) fairlock.LockKind {
 	switch k {
 	case fairlock.LockSemaphore:
 		return k
-	case fairlock.LockRead, fairlock.LockWrite:
-		return fairlock.LockWrite
+	case fairlock.LockRead, fairlock.LockWrite, fairlock.LockRWMutex:
+		return fairlock.LockRWMutex
 	}
 	return fairlock.LockMutex
 }
@@ -412,7 +413,7 @@ func (r *Recorder) group(name string, lock fairlock.LockKind) group {
 // Semaphore, the RWMutex, in that order.
 func (r *Recorder) groups(name string) []group {
 	var out []group
-	for _, k := range []fairlock.LockKind{fairlock.LockMutex, fairlock.LockSemaphore, fairlock.LockWrite} {
+	for _, k := range []fairlock.LockKind{fairlock.LockMutex, fairlock.LockSemaphore, fairlock.LockRWMutex} {
 		if g := r.group(name, k); len(g.events) > 0 {
 			out = append(out, g)
 		}
@@ -421,10 +422,7 @@ func (r *Recorder) groups(name string) []group {
 }
 
 // String names the lock in errors: "mutex \"jobs\"".
-func (g group) String() string {
-	kind := map[fairlock.LockKind]string{fairlock.LockMutex: "mutex", fairlock.LockSemaphore: "semaphore", fairlock.LockWrite: "rwmutex"}[g.lock]
-	return fmt.Sprintf("%s %q", kind, g.name)
-}
+func (g group) String() string { return fmt.Sprintf("%s %q", g.lock, g.name) }
 
 func (g group) filter(kind fairlock.EventKind) []fairlock.Event {
 	var out []fairlock.Event
