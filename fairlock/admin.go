@@ -178,22 +178,21 @@ func (l *Locker) Locks(ctx context.Context) ([]LockInUse, error) {
 		{LockSemaphore, spaceSemaphore + "holders"}, {LockSemaphore, spaceSemaphore + "queue"},
 		{LockRWMutex, spaceRW + "holders"}, {LockRWMutex, spaceRW + "queue"},
 	}
+	// One pass over the prefix's keys, each told apart by its suffix.
+	match := globEscaper.Replace(keyBase(l.cfg.prefix)) + "{*}:*"
 	scan := func(ctx context.Context, c *redis.Client) error {
-		for _, k := range kinds {
-			match := globEscaper.Replace(keyBase(l.cfg.prefix)) + "{*}:" + k.suffix
-			iter := c.Scan(ctx, 0, match, 1000).Iterator()
-			for iter.Next(ctx) {
+		iter := c.Scan(ctx, 0, match, 1000).Iterator()
+		for iter.Next(ctx) {
+			for _, k := range kinds {
 				if name, ok := nameFromKey(l.cfg.prefix, k.suffix, iter.Val()); ok {
 					mu.Lock()
 					found[LockInUse{name, k.kind}] = true
 					mu.Unlock()
+					break
 				}
 			}
-			if err := iter.Err(); err != nil {
-				return err
-			}
 		}
-		return nil
+		return iter.Err()
 	}
 	var err error
 	switch c := l.client.(type) {
