@@ -27,7 +27,8 @@ func permits(s *fairlock.Semaphore, n int) acquireFunc {
 }
 
 // queueFor starts acquire in a goroutine and returns once the waiter is
-// queued, as queueBehind does for a mutex.
+// queued (acquire must pass on the options it is given), so that arrival
+// order is certain.
 func queueFor(t testing.TB, ctx context.Context, acquire acquireFunc) <-chan result {
 	t.Helper()
 	out := make(chan result, 1)

@@ -445,7 +445,7 @@ func (l *Locker) withdraw(w *waiter, why error, left Event) {
 func (l *Locker) local(ref *lockRef, capacity any) *localLock {
 	ll := l.locks[ref.key()]
 	if ll == nil {
-		ll = &localLock{ref: ref, capacity: noMeta}
+		ll = &localLock{ref: ref, capacity: noCapacity}
 		ll.leases = ll.one[:0]
 		l.locks[ref.key()] = ll
 	}

@@ -48,22 +48,9 @@ func withTimeout(t testing.TB, d time.Duration) context.Context {
 // the returned channel.
 func queueBehind(t testing.TB, ctx context.Context, l *fairlock.Locker, name string, opts ...fairlock.AcquireOption) <-chan result {
 	t.Helper()
-	out := make(chan result, 1)
-	queued := make(chan struct{})
-	go func() {
-		var once sync.Once
-		opts := append([]fairlock.AcquireOption{fairlock.OnQueued(func(int) { once.Do(func() { close(queued) }) })}, opts...)
-		s, err := l.Acquire(ctx, name, opts...)
-		out <- result{s, err}
-	}()
-	select {
-	case <-queued:
-	case r := <-out:
-		t.Fatalf("Acquire returned before queueing: %v", r.err)
-	case <-time.After(5 * time.Second):
-		t.Fatal("waiter never queued")
-	}
-	return out
+	return queueFor(t, ctx, func(ctx context.Context, more ...fairlock.AcquireOption) (*fairlock.Lease, error) {
+		return l.Acquire(ctx, name, append(more, opts...)...)
+	})
 }
 
 type result struct {

@@ -80,6 +80,9 @@ var (
 	hasMeta any = "1"
 )
 
+// noCapacity is the heartbeat's capacity argument for a mutex.
+var noCapacity any = ""
+
 func metaValue(metadata string) any {
 	if metadata == "" {
 		return noMeta
