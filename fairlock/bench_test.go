@@ -2,6 +2,8 @@ package fairlock
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -136,4 +138,76 @@ func BenchmarkHeartbeat1000(b *testing.B) {
 	}
 	cancel()
 	wg.Wait()
+}
+
+// BenchmarkScriptTime is the Redis server's own time per call of the
+// scripts on the contended path, from INFO commandstats: acquire.lua
+// queueing a waiter behind a held lock, and release.lua granting the
+// head, for the mutex's and the counted holder store. It reports
+// redis-µs/call beside the client's ns/op, which includes the round trip.
+func BenchmarkScriptTime(b *testing.B) {
+	srv := redistest.Start(b)
+	client := srv.Client(b)
+	ctx := context.Background()
+	for _, bc := range []struct {
+		name     string
+		space    string
+		scripts  *scriptSet
+		capacity []any
+	}{
+		{"mutex", spaceMutex, &mutexScripts, nil},
+		{"semaphore", spaceSemaphore, &countedScripts, []any{1}},
+	} {
+		l := benchLocker(b, srv)
+		ref := l.ref(bc.space, "script-time")
+		acquire := func(token string) {
+			args := ref.call(append([]any{token, int64(10000), int64(60000), ref.notify[0], ref.notify[1], modeWait, noMeta}, bc.capacity...)...)
+			if err := bc.scripts.acquire.run(ctx, client, ref, args).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		release := func(token string) {
+			if err := bc.scripts.release.run(ctx, client, ref, ref.call(token, ref.notify[0], ref.notify[1], noMeta)).Err(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		perCall := func(b *testing.B, run func()) {
+			client.ConfigResetStat(ctx)
+			b.ResetTimer()
+			run()
+			b.StopTimer()
+			var calls, usec float64
+			fmt.Sscanf(client.InfoMap(ctx, "commandstats").Val()["Commandstats"]["cmdstat_evalsha"], "calls=%g,usec=%g", &calls, &usec)
+			b.ReportMetric(usec/calls, "redis-µs/call")
+		}
+		holder, seq := "holder:0", 0
+		acquire(holder)
+		var waiters []string
+		b.Run(bc.name+"/enqueue", func(b *testing.B) {
+			perCall(b, func() {
+				for range b.N {
+					seq++
+					token := "w" + strconv.Itoa(seq%2) + ":" + strconv.Itoa(seq)
+					acquire(token)
+					waiters = append(waiters, token)
+				}
+			})
+		})
+		b.Run(bc.name+"/grant", func(b *testing.B) {
+			for len(waiters) < b.N {
+				seq++
+				token := "w" + strconv.Itoa(seq%2) + ":" + strconv.Itoa(seq)
+				acquire(token)
+				waiters = append(waiters, token)
+			}
+			perCall(b, func() {
+				for _, next := range waiters[:b.N] {
+					release(holder)
+					holder = next
+				}
+			})
+			waiters = waiters[b.N:]
+		})
+		client.FlushAll(ctx)
+	}
 }
