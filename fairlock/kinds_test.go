@@ -278,6 +278,14 @@ func TestSemaphoreCapacityMismatch(t *testing.T) {
 	a, b := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
 	three, five := mustSem(t, a, "agree", 3), mustSem(t, b, "agree", 5)
 	held := hold(t, permits(three, 1))
+	// Inspect counts holders within their deadline only: one whose deadline
+	// passed, not reaped yet, is not in use.
+	rdb := srv.Client(t)
+	rdb.ZAdd(ctx, "fairlock:{agree}:sem:holders", redis.Z{Score: 1, Member: "expired-locker:1#2"})
+	if st, err := three.Inspect(ctx); err != nil || st.InUse != 1 || st.Holders != 1 {
+		t.Fatalf("Inspect with an expired holder not yet reaped: %+v, %v", st, err)
+	}
+	rdb.ZRem(ctx, "fairlock:{agree}:sem:holders", "expired-locker:1#2")
 	for _, try := range []bool{false, true} {
 		var err error
 		if try {
