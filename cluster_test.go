@@ -1242,7 +1242,10 @@ func TestSentinelFailover(t *testing.T) {
 		t.Skip("starts Redis Sentinel")
 	}
 	quietRedisLog(t)
-	setup := func(what string) (*redistest.Sentinels, func() redis.UniversalClient) {
+	// Each scenario runs in a subtest, so that its servers and sentinels are
+	// stopped before the next starts: sentinels left running would adopt a
+	// new server that reuses a port of theirs.
+	setup := func(t *testing.T, what string) (*redistest.Sentinels, func() redis.UniversalClient) {
 		t0 := time.Now()
 		s := redistest.StartSentinels(t)
 		t.Logf("%s: primary %s, replica %s, sentinels %v ready in %v", what, s.Primary.Addr, s.Replica.Addr, s.Addrs, time.Since(t0).Round(time.Millisecond))
@@ -1250,7 +1253,7 @@ func TestSentinelFailover(t *testing.T) {
 			return s.Client(t, &redis.FailoverOptions{DialTimeout: 500 * time.Millisecond, ReadTimeout: time.Second, WriteTimeout: time.Second})
 		}
 	}
-	promotedBy := func(s *redistest.Sentinels) func() time.Duration {
+	promotedBy := func(t *testing.T, s *redistest.Sentinels) func() time.Duration {
 		return func() time.Duration {
 			t0 := time.Now()
 			if addr := s.WaitPromoted(t, s.Primary.Addr, 30*time.Second); addr != s.Replica.Addr {
@@ -1260,26 +1263,26 @@ func TestSentinelFailover(t *testing.T) {
 		}
 	}
 
-	s, client := setup("sentinel")
-	ls := newLockers(t, 4, client, failoverLockerOpts...)
-	names := []string{"sfo-a", "sfo-b", "sfo-c", "sfo-d"}
-	failoverReport(t, "sentinel", ls, names, 3,
-		func() time.Time {
-			killed, lag := killPrimary(t, s.Primary, s.Replica)
-			t.Logf("sentinel: killed primary %s (replica was %d bytes behind), down-after %v", s.Primary, lag, redistest.SentinelDownAfter)
-			return killed
-		},
-		func(killed time.Time) time.Duration {
-			promotedBy(s)()
-			return time.Since(killed)
-		})
-	for _, l := range ls {
-		l.Close()
-	}
-
-	s, client = setup("sentinel lost-grant")
-	lostGrantScenario(t, "sentinel lost-grant", client, []string{"slg-a", "slg-b", "slg-c", "slg-d", "slg-e", "slg-f", "slg-g", "slg-h"},
-		[]string{"sack-a", "sack-b", "sack-c", "sack-d"}, s.Primary, s.Replica, promotedBy(s))
+	t.Run("drain", func(t *testing.T) {
+		s, client := setup(t, "sentinel")
+		ls := newLockers(t, 4, client, failoverLockerOpts...)
+		names := []string{"sfo-a", "sfo-b", "sfo-c", "sfo-d"}
+		failoverReport(t, "sentinel", ls, names, 3,
+			func() time.Time {
+				killed, lag := killPrimary(t, s.Primary, s.Replica)
+				t.Logf("sentinel: killed primary %s (replica was %d bytes behind), down-after %v", s.Primary, lag, redistest.SentinelDownAfter)
+				return killed
+			},
+			func(killed time.Time) time.Duration {
+				promotedBy(t, s)()
+				return time.Since(killed)
+			})
+	})
+	t.Run("lost-grant", func(t *testing.T) {
+		s, client := setup(t, "sentinel lost-grant")
+		lostGrantScenario(t, "sentinel lost-grant", client, []string{"slg-a", "slg-b", "slg-c", "slg-d", "slg-e", "slg-f", "slg-g", "slg-h"},
+			[]string{"sack-a", "sack-b", "sack-c", "sack-d"}, s.Primary, s.Replica, promotedBy(t, s))
+	})
 }
 
 // ---------------------------------------------------------------------------

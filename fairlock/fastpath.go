@@ -47,7 +47,9 @@ func (l *Locker) fastAcquire(ctx context.Context, w *waiter) (fence int64, outco
 	defer w.ref.trying.Store(false)
 	p := l.client.Pipeline()
 	queued := p.Do(ctx, w.ref.fastArgs[0]...)
-	set := p.Do(ctx, "set", w.ref.args[0], w.token, "nx", "px", l.leaseMs)
+	// GET tells a retried SET (go-redis sends it again after a lost reply)
+	// that found this call's own token from one that found another holder.
+	set := p.Do(ctx, "set", w.ref.args[0], w.token, "nx", "get", "px", l.leaseMs)
 	incr := p.Do(ctx, w.ref.fastArgs[1]...)
 	p.Do(ctx, w.ref.fastArgs[2]...)
 	p.Exec(ctx) //nolint:errcheck // each command's own error is read below
@@ -55,9 +57,10 @@ func (l *Locker) fastAcquire(ctx context.Context, w *waiter) (fence int64, outco
 	if err == nil {
 		fence, err = incr.Int64()
 	}
-	took := set.Err() == nil
-	if err == nil && !took && set.Err() != redis.Nil {
-		err = set.Err()
+	holder, serr := set.Text()
+	took := serr == redis.Nil || (serr == nil && holder == w.token)
+	if err == nil && serr != nil && serr != redis.Nil {
+		err = serr
 	}
 	if err != nil {
 		return 0, 0, err

@@ -34,6 +34,7 @@ func (l *Locker) kickHeartbeat() {
 }
 
 func (l *Locker) beat() {
+	l.retryWithdrawals()
 	calls := l.heartbeatCalls()
 	if len(calls) == 0 {
 		return

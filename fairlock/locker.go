@@ -32,6 +32,7 @@ type Locker struct {
 	locks   map[refKey]*localLock // what the heartbeat covers
 	waiters map[string]*waiter    // by token: where grant messages go
 	refs    map[refKey]*lockRef   // at most refCacheSize
+	pending map[string]withdrawal // by token: withdrawals to retry
 	closed  bool
 	calls   sync.WaitGroup // Acquire and TryAcquire calls under way
 
@@ -123,6 +124,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Locker, error) {
 		locks:     map[refKey]*localLock{},
 		waiters:   map[string]*waiter{},
 		refs:      map[refKey]*lockRef{},
+		pending:   map[string]withdrawal{},
 		closing:   make(chan struct{}),
 		stopped:   make(chan struct{}),
 		kick:      make(chan struct{}, 1),
@@ -432,12 +434,55 @@ func (l *Locker) leave(w *waiter, why error) {
 func (l *Locker) withdraw(w *waiter, why error, left Event) {
 	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.waiterTTL)
 	defer cancel()
-	err := w.ref.scripts.cancel.run(ctx, l.client, w.ref, w.ref.call(w.token, w.ref.notify[0], w.ref.notify[1], metaFlag(w.meta != ""))).Err()
-	if err != nil {
+	until := time.Now().Add(l.cfg.leaseTTL)
+	if err := l.cancelToken(ctx, w.ref, w.token, w.meta != ""); err != nil {
+		// The token may hold the lock (the reply of a take was lost), and
+		// nobody else can free it before its lease ends: the heartbeat
+		// tries again until Redis answers.
+		l.mu.Lock()
+		l.pending[w.token] = withdrawal{ref: w.ref, hasMeta: w.meta != "", until: until}
+		l.mu.Unlock()
 		why = errors.Join(why, fmt.Errorf("fairlock: leaving the queue: %w", err))
 	}
 	left.Err = why
 	l.observe(left)
+}
+
+// A withdrawal is a token whose cancel.lua failed: it may hold the lock or
+// a place in the queue until its lease would have ended.
+type withdrawal struct {
+	ref     *lockRef
+	hasMeta bool
+	until   time.Time
+}
+
+// cancelToken runs cancel.lua for token.
+func (l *Locker) cancelToken(ctx context.Context, ref *lockRef, token string, hasMeta bool) error {
+	return ref.scripts.cancel.run(ctx, l.client, ref, ref.call(token, ref.notify[0], ref.notify[1], metaFlag(hasMeta))).Err()
+}
+
+// retryWithdrawals runs the withdrawals that failed before, once each.
+func (l *Locker) retryWithdrawals() {
+	l.mu.Lock()
+	pending := make(map[string]withdrawal, len(l.pending))
+	for token, wd := range l.pending {
+		if time.Now().After(wd.until) {
+			delete(l.pending, token) // expired in Redis by now
+			continue
+		}
+		pending[token] = wd
+	}
+	l.mu.Unlock()
+	for token, wd := range pending {
+		ctx, cancel := context.WithTimeout(context.Background(), l.heartbeat)
+		err := l.cancelToken(ctx, wd.ref, token, wd.hasMeta)
+		cancel()
+		if err == nil {
+			l.mu.Lock()
+			delete(l.pending, token)
+			l.mu.Unlock()
+		}
+	}
 }
 
 // local returns this Locker's record of a lock, creating it, and notes the

@@ -275,8 +275,12 @@ func (l *Locker) dropIdleChannels() {
 	for channel, sub := range l.subs {
 		if !active[sub.name] && time.Since(sub.lastUsed) > l.heartbeat {
 			delete(l.subs, channel)
+			ps := l.conns[sub.node]
+			if ps == nil {
+				continue // its connection broke and was replaced: nothing is subscribed there
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), l.heartbeat)
-			l.conns[sub.node].SUnsubscribe(ctx, channel) //nolint:errcheck // a channel left behind only costs a message nobody reads
+			ps.SUnsubscribe(ctx, channel) //nolint:errcheck // a channel left behind only costs a message nobody reads
 			cancel()
 		}
 	}
