@@ -121,7 +121,7 @@ func testNoCrossSlot(t *testing.T, client func() redis.UniversalClient) {
 		if _, err := b.TryAcquire(ctx, name); !errors.Is(err, fairlock.ErrNotAcquired) {
 			t.Fatalf("TryAcquire(%q) while held: %v, want ErrNotAcquired", name, err)
 		}
-		// A waiter on another Locker exercises queue, alive and notify.
+		// A waiter on another Locker exercises queue, order, session and notify.
 		got := make(chan error, 1)
 		go func() {
 			l, err := b.Acquire(ctx, name)
@@ -133,8 +133,8 @@ func testNoCrossSlot(t *testing.T, client func() redis.UniversalClient) {
 			got <- err
 		}()
 		waitWaiters(t, a, name, 1)
-		st, err := a.Inspect(ctx, name)
-		if err != nil || !st.Held || st.Holder != held[name].Token() {
+		st, err := a.Inspect(ctx, fairlock.LockMutex, name)
+		if err != nil || !st.Held() || st.Holders[0].Token != held[name].Token() {
 			t.Fatalf("Inspect(%q) = %+v, %v", name, st, err)
 		}
 		if err := held[name].Release(ctx); err != nil {

@@ -63,6 +63,17 @@ type kind struct {
 // req is the i-th waiter's request.
 func (k kind) req(i int) Req { return k.seq[i%len(k.seq)] }
 
+// lock is the kind's LockKind, for Inspect.
+func (k kind) lock() fairlock.LockKind {
+	switch k.name {
+	case "sem":
+		return fairlock.LockSemaphore
+	case "rw":
+		return fairlock.LockRWMutex
+	}
+	return fairlock.LockMutex
+}
+
 var (
 	mutexKind = kind{name: "mutex", all: mutexReq, seq: []Req{mutexReq}, pairs: [][2]Req{{mutexReq, mutexReq}}}
 	// Capacity 3: a drain from full grants runs of small requests together
@@ -315,7 +326,7 @@ func (e *env) release(l *fairlock.Lease, w string) (int64, error) {
 
 func (e *env) inspect(name string) fairlock.State {
 	e.t.Helper()
-	st, err := e.lock.Inspect(context.Background(), name)
+	st, err := e.lock.Inspect(context.Background(), e.k.lock(), name)
 	if err != nil {
 		e.t.Fatalf("inspect %q: %v", name, err)
 	}
@@ -332,30 +343,10 @@ type census struct {
 
 // lockCensus reads the state of name, of kind k, through l.
 func lockCensus(ctx context.Context, l *fairlock.Locker, k kind, name string) (census, error) {
-	switch k.name {
-	case "sem":
-		s, err := l.Semaphore(name, k.all.Cap)
-		if err != nil {
-			return census{}, err
-		}
-		st, err := s.Inspect(ctx)
-		return census{Holders: st.Holders, InUse: st.InUse, Waiters: st.Waiters, Fence: st.Fence}, err
-	case "rw":
-		m, err := l.RWMutex(name)
-		if err != nil {
-			return census{}, err
-		}
-		st, err := m.Inspect(ctx)
-		c := census{Holders: st.Readers, InUse: st.Readers, Waiters: st.Waiters, Fence: st.Fence}
-		if st.Writer {
-			c.Holders, c.InUse = 1, fairlock.MaxCapacity
-		}
-		return c, err
-	}
-	st, err := l.Inspect(ctx, name)
-	c := census{Waiters: st.Waiters, Fence: st.Fence}
-	if st.Held {
-		c.Holders, c.InUse = 1, 1
+	st, err := l.Inspect(ctx, k.lock(), name)
+	c := census{Holders: len(st.Holders), InUse: st.InUse, Waiters: len(st.Waiters), Fence: st.Fence}
+	if len(st.Holders) == 1 && st.Holders[0].Lock == fairlock.LockWrite {
+		c.InUse = fairlock.MaxCapacity
 	}
 	return c, err
 }
@@ -378,34 +369,14 @@ type heldBy struct {
 	TTL    time.Duration
 }
 
-// holders reads who holds name, of the env's kind. For the mutex it is
-// Inspect; the other kinds' Inspect counts holders without naming them, so
-// it reads their holders' sorted set (token → lease deadline, in ms of the
-// server's clock).
+// holders reads who holds name, of the env's kind.
 func (e *env) holders(name string) heldBy {
 	e.t.Helper()
-	if e.k.name == "mutex" {
-		st := e.inspect(name)
-		h := heldBy{Fence: st.Fence, TTL: st.TTL}
-		if st.Held {
-			h.Tokens = []string{st.Holder}
-		}
-		return h
-	}
-	ctx := context.Background()
-	var zs *redis.ZSliceCmd
-	var now *redis.TimeCmd
-	if _, err := e.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		zs = p.ZRangeWithScores(ctx, prefix+":{"+name+"}:"+e.k.name+":holders", 0, -1)
-		now = p.Time(ctx)
-		return nil
-	}); err != nil {
-		e.t.Fatalf("holders of %s %q: %v", e.k.name, name, err)
-	}
-	h := heldBy{Fence: e.census(name).Fence}
-	for _, z := range zs.Val() {
-		h.Tokens = append(h.Tokens, z.Member.(string))
-		h.TTL = max(h.TTL, time.UnixMilli(int64(z.Score)).Sub(now.Val()))
+	st := e.inspect(name)
+	h := heldBy{Fence: st.Fence}
+	for _, holder := range st.Holders {
+		h.Tokens = append(h.Tokens, holder.Token)
+		h.TTL = max(h.TTL, holder.TTL)
 	}
 	sort.Strings(h.Tokens)
 	return h
@@ -430,6 +401,10 @@ func (e *env) waitWaiters(name string, n int, d time.Duration) {
 			return
 		}
 		if time.Now().After(deadline) {
+			for _, k := range e.rdb.Keys(context.Background(), "*").Val() {
+				e.t.Logf("DBG key %s type %s pttl %v", k, e.rdb.Type(context.Background(), k).Val(), e.rdb.PTTL(context.Background(), k).Val())
+			}
+			e.dumpHistory()
 			e.t.Fatalf("lock %q: want %d waiters, Inspect says %d after %v", name, n, st.Waiters, d)
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -1419,7 +1394,7 @@ func TestFault10_SlowNetwork(t *testing.T) {
 		slow.Send("cancel %s", sw)
 		var gone time.Duration
 		for {
-			if e.inspect(name).Waiters == 0 {
+			if len(e.inspect(name).Waiters) == 0 {
 				gone = dur(monoNow() - t0)
 				break
 			}
@@ -1539,8 +1514,8 @@ func TestFault12_CloseHandsOverAtOnce(t *testing.T) {
 	if d > e.hb {
 		t.Errorf("next waiter granted %v after Close; Close should release at once (well under a heartbeat %v)", d, e.hb)
 	}
-	if st := e.inspect(waited); st.Waiters != 0 {
-		t.Errorf("closed Locker left %d waiters on %q", st.Waiters, waited)
+	if st := e.inspect(waited); len(st.Waiters) != 0 {
+		t.Errorf("closed Locker left %d waiters on %q", len(st.Waiters), waited)
 	}
 	report(t, "12 Close of a process holding one lock and waiting on another", fmt.Sprintf("pending Acquire=ErrClosed, no waiter left, next grant at once (< heartbeat %v)", e.hb),
 		fmt.Sprintf("next-grant=%v pending-acquire=%s", ms(d), ae.Err))

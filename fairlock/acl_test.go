@@ -30,13 +30,11 @@ func TestACLRuleIsEnough(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryAcquire: %v", err)
 	}
-	if st, err := b.Inspect(ctx, "acl"); err != nil || st.Holder != s.Token() || st.Metadata != "holder" {
+	if st, err := b.Inspect(ctx, fairlock.LockMutex, "acl"); err != nil || !st.Held() || st.Holders[0].Token != s.Token() || st.Holders[0].Metadata != "holder" {
 		t.Fatalf("Inspect: %+v, %v", st, err)
 	}
 	// Contended: b queues, a's Release grants it through PUBLISH.
 	w := queueBehind(t, ctx, b, "acl", fairlock.WithMetadata("waiter"))
-	// A dead holder's metadata: the heartbeat finds and drops it.
-	primary.Client(t).HSet(ctx, "fairlock:{acl}:meta", "crashed:1", "x")
 	// The heartbeat renews a's lease past its TTL, also after SCRIPT FLUSH
 	// (the heartbeat pipeline then reloads its script with SCRIPT LOAD).
 	time.Sleep(leaseTTL / 2)
@@ -44,9 +42,6 @@ func TestACLRuleIsEnough(t *testing.T) {
 	time.Sleep(leaseTTL)
 	if s.Err() != nil {
 		t.Fatalf("lease not renewed under the ACL rule: %v", s.Err())
-	}
-	if n := primary.Client(t).HExists(ctx, "fairlock:{acl}:meta", "crashed:1").Val(); n {
-		t.Fatal("the heartbeat kept a dead holder's metadata")
 	}
 	if err := s.Release(ctx); err != nil {
 		t.Fatalf("Release: %v", err)
@@ -79,7 +74,7 @@ func TestACLRuleIsEnough(t *testing.T) {
 	if _, err := sb.TryAcquire(ctx, 1); !errors.Is(err, fairlock.ErrNotAcquired) {
 		t.Fatalf("semaphore TryAcquire: %v", err)
 	}
-	if st, err := sb.Inspect(ctx); err != nil || st.InUse != 2 || st.Waiters != 2 {
+	if st, err := sb.Inspect(ctx); err != nil || st.InUse != 2 || len(st.Waiters) != 2 {
 		t.Fatalf("semaphore Inspect: %+v, %v", st, err)
 	}
 	if err := full.Release(ctx); err != nil {
@@ -95,7 +90,7 @@ func TestACLRuleIsEnough(t *testing.T) {
 	ma, mb := mustRW(t, a, "acl"), mustRW(t, b, "acl")
 	writer := hold(t, ma.Lock)
 	reader := queueFor(t, ctx, mb.RLock)
-	if st, err := mb.Inspect(ctx); err != nil || !st.Writer || st.Waiters != 1 {
+	if st, err := mb.Inspect(ctx); err != nil || len(st.Holders) != 1 || st.Holders[0].Lock != fairlock.LockWrite || len(st.Waiters) != 1 {
 		t.Fatalf("read-write Inspect: %+v, %v", st, err)
 	}
 	writer.Release(ctx)
@@ -114,7 +109,7 @@ func TestACLWithoutTheRule(t *testing.T) {
 			for what, call := range map[string]func(ctx context.Context) error{
 				"Acquire":    func(ctx context.Context) error { _, err := l.Acquire(ctx, "x"); return err },
 				"TryAcquire": func(ctx context.Context) error { _, err := l.TryAcquire(ctx, "x"); return err },
-				"Inspect":    func(ctx context.Context) error { _, err := l.Inspect(ctx, "x"); return err },
+				"Inspect":    func(ctx context.Context) error { _, err := l.Inspect(ctx, fairlock.LockMutex, "x"); return err },
 			} {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				start := time.Now()

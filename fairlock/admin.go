@@ -6,153 +6,80 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
-	"github.com/fairlock/fairlock/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
-// Operations for operators: the whole queue of a lock, a forced release,
-// and the names of the locks in use. They need no lease of their own, so a
-// tool can run them on a Locker made just for that.
-
-var (
-	queueScript        = redis.NewScript(scripts.Queue)
-	censusScript       = redis.NewScript(scripts.Census)
-	forceReleaseScript = redis.NewScript(scripts.ForceRelease)
-)
-
-// MaxQueueListed is the most waiters Queue lists: a reply for a queue of a
-// million waiters would hold Redis for a long time. QueueState.Waiters
-// still counts them all.
-const MaxQueueListed = 1000
-
-// QueueState is one lock's holder and waiters, as Queue reads them.
-type QueueState struct {
-	State                // holder, fence, lease left; Waiters counts every live waiter
-	Queue []QueuedWaiter // the first live waiters in queue order, at most MaxQueueListed
-}
-
-// A QueuedWaiter is one live waiter in a lock's queue.
-type QueuedWaiter struct {
-	Token    string        // the waiter's token; it becomes the lease token when granted
-	Metadata string        // the waiter's metadata (WithMetadata), "" if none
-	Position int           // 1 is next, counting only live waiters
-	Deadline time.Duration // time left until its heartbeat deadline; it loses its place then
-}
-
-// Queue reads the holder and the queue of the lock called name in one
-// round trip. Waiters whose heartbeat deadline has passed, dead but not yet
-// removed from Redis, are left out: they will never be granted. The read
-// looks at no more than 10 × MaxQueueListed queue entries, so fewer waiters
-// may be listed behind a long run of dead ones. Queue only reads
-// (EVALSHA_RO), so it runs under a read-only ACL rule.
-func (l *Locker) Queue(ctx context.Context, name string) (QueueState, error) {
-	if err := checkName(name); err != nil {
-		return QueueState{}, err
-	}
-	reply, err := l.readOnly(ctx, queueScript, lockKeys(l.cfg.prefix, spaceMutex, name), MaxQueueListed)
-	if err != nil {
-		return QueueState{}, fmt.Errorf("fairlock: queue %s: %w", quoteName(name), err)
-	}
-	return parseQueue(reply)
-}
-
-// readOnly runs a script that only reads, with EVALSHA_RO, so that it runs
-// under a read-only ACL rule.
-func (l *Locker) readOnly(ctx context.Context, script *redis.Script, keys []string, args ...any) (any, error) {
-	reply, err := script.RunRO(ctx, l.client, keys, args...).Result()
-	if err != nil && strings.Contains(err.Error(), "not allowed in read-only scripts") {
-		// miniredis (so fairlocktest) counts TIME as a write; Redis does not.
-		reply, err = script.Run(ctx, l.client, keys, args...).Result()
-	}
-	return reply, err
-}
-
-// parseQueue reads queue.lua's reply.
-func parseQueue(reply any) (QueueState, error) {
-	bad := func() error { return fmt.Errorf("fairlock: unexpected queue reply %v", reply) }
-	arr, ok := reply.([]any)
-	if !ok || len(arr) != 6 {
-		return QueueState{}, bad()
-	}
-	st, err := parseState(arr[:5])
-	if err != nil {
-		return QueueState{}, err
-	}
-	listed, ok := arr[5].([]any)
-	if !ok || len(listed)%3 != 0 {
-		return QueueState{}, bad()
-	}
-	q := QueueState{State: st, Queue: make([]QueuedWaiter, 0, len(listed)/3)}
-	for i := 0; i < len(listed); i += 3 {
-		token, tok := listed[i].(string)
-		left, lok := listed[i+1].(int64)
-		meta, mok := listed[i+2].(string)
-		if !tok || !lok || !mok {
-			return QueueState{}, bad()
-		}
-		q.Queue = append(q.Queue, QueuedWaiter{Token: token, Metadata: meta, Position: len(q.Queue) + 1, Deadline: time.Duration(left) * time.Millisecond})
-	}
-	return q, nil
-}
+// Operations for operators: a forced release and the locks in use, on
+// every kind of lock. They need no lease of their own, so a tool can run
+// them on a Locker made just for that.
 
 // ForceReleaseResult says what ForceRelease did.
 type ForceReleaseResult struct {
-	Ended  string // token of the lease that was ended
-	Holder string // token of the waiter granted the lock next, "" if nobody waited
-	Fence  int64  // the new holder's fence, 0 if nobody waited
+	Ended   []string // tokens of the grants that were ended
+	Granted []Grant  // the waiters granted next, in order
 }
 
-// ForceRelease ends the current lease of the lock called name on the
-// server, whoever holds it, and grants the lock to the next live waiter in
-// order, as a release would; the new holder's fence is larger than the old
-// one's. If holder is not empty, only a lease with that token is ended, so
-// an operator who looked at the lock ends the holder they saw and not the
-// one after it. It returns ErrNotHeld, changing nothing, when there is no
-// such lease.
+// A Grant is one waiter granted a lock, and its fence.
+type Grant struct {
+	Token string
+	Fence int64
+}
+
+// ForceRelease ends the grant called token of the lock of kind k
+// (LockMutex, LockSemaphore or LockRWMutex) called name, whoever holds it,
+// or every grant when token is "", and grants the waiters that now fit, in
+// order, as a release would; their fences are larger than the ended ones.
+// Naming the token ends the holder an operator saw and not the one after
+// it. It returns ErrNotHeld, changing nothing, when there is no such
+// grant.
 //
-// This is dangerous. The old holder is not told: it learns at its next
-// heartbeat (its lease then ends with ErrLost; its Release and Extend
-// return ErrNotHeld), or with auto-renew off only at its next Extend or
-// Release or its lease's end. Until then two parties believe they hold the
-// lock. Only storage that rejects writes with an older fence (Lease.Fence)
-// is protected; use ForceRelease for a holder that is stuck, not one that
-// is slow.
-func (l *Locker) ForceRelease(ctx context.Context, name, holder string) (ForceReleaseResult, error) {
+// This is dangerous. The ended holder's Locker learns at its next
+// heartbeat, and its lease ends with ErrLost. Until then two parties
+// believe they hold the lock. Only storage that rejects writes with an
+// older fence (Lease.Fence) is protected; use ForceRelease for a holder
+// that is stuck, not one that is slow.
+func (l *Locker) ForceRelease(ctx context.Context, k LockKind, name, token string) (ForceReleaseResult, error) {
+	kd := kindOf(k)
+	if kd == nil || k == LockRead || k == LockWrite {
+		return ForceReleaseResult{}, fmt.Errorf("%w: ForceRelease takes LockMutex, LockSemaphore or LockRWMutex, not %v", ErrInvalid, k)
+	}
 	if err := checkName(name); err != nil {
 		return ForceReleaseResult{}, err
 	}
-	keys := lockKeys(l.cfg.prefix, spaceMutex, name)
-	notifyCmd, notifyPrefix := l.notifyArgs(keys)
-	reply, err := forceReleaseScript.Run(ctx, l.client, keys, notifyCmd, notifyPrefix, holder).Result()
+	ref := l.refs.get(kd, name)
+	reply, err := kd.scripts.forceRelease.run(ctx, l.client, ref.call(token), retried).Result()
 	if err != nil {
-		return ForceReleaseResult{}, fmt.Errorf("fairlock: force release %s: %w", quoteName(name), err)
+		return ForceReleaseResult{}, failed("force release", name, err)
 	}
-	r, err := parseForceRelease(reply)
-	if err == nil && r.Ended == "" {
-		err = ErrNotHeld
+	r, ok := parseForceRelease(reply)
+	if !ok {
+		return ForceReleaseResult{}, badReply("force release", reply)
 	}
-	return r, err
+	if len(r.Ended) == 0 {
+		return r, ErrNotHeld
+	}
+	return r, nil
 }
 
 // parseForceRelease reads force_release.lua's reply.
-func parseForceRelease(reply any) (ForceReleaseResult, error) {
+func parseForceRelease(reply any) (ForceReleaseResult, bool) {
 	arr, ok := reply.([]any)
+	if !ok || len(arr) != 2 {
+		return ForceReleaseResult{}, false
+	}
 	var r ForceReleaseResult
-	if ok && len(arr) == 3 {
-		r.Ended, ok = arr[0].(string)
-		if ok {
-			r.Holder, ok = arr[1].(string)
-		}
-		if ok {
-			r.Fence, ok = arr[2].(int64)
-		}
-	}
-	if !ok || len(arr) != 3 {
-		return ForceReleaseResult{}, fmt.Errorf("fairlock: unexpected force release reply %v", reply)
-	}
-	return r, nil
+	ok = records(arr[0], 1, func(f []any) bool {
+		token, ok := f[0].(string)
+		r.Ended = append(r.Ended, token)
+		return ok
+	}) && records(arr[1], 2, func(f []any) bool {
+		token, ok1 := f[0].(string)
+		fence, ok2 := f[1].(int64)
+		r.Granted = append(r.Granted, Grant{token, fence})
+		return ok1 && ok2
+	})
+	return r, ok
 }
 
 // A LockInUse is one lock that has a holder or a queue.
@@ -165,8 +92,8 @@ type LockInUse struct {
 // this Locker's key prefix that have a holder or a queue, on every primary
 // of a Redis Cluster. It scans with SCAN, never KEYS, so Redis keeps
 // serving others meanwhile; a lock taken or freed during the scan may be
-// missed or listed. A queue whose waiters all died stays listed until it
-// expires, within the waiter TTL.
+// missed or listed. A lock whose holders and waiters all died stays listed
+// until its keys expire, or the next call on it finds them dead.
 func (l *Locker) Locks(ctx context.Context) ([]LockInUse, error) {
 	var mu sync.Mutex // ForEachMaster scans the primaries in parallel
 	found := map[LockInUse]bool{}
@@ -174,9 +101,9 @@ func (l *Locker) Locks(ctx context.Context) ([]LockInUse, error) {
 		kind   LockKind
 		suffix string // what a key of that kind ends with, after the name's "}:"
 	}{
-		{LockMutex, "lock"}, {LockMutex, "queue"},
-		{LockSemaphore, spaceSemaphore + "holders"}, {LockSemaphore, spaceSemaphore + "queue"},
-		{LockRWMutex, spaceRW + "holders"}, {LockRWMutex, spaceRW + "queue"},
+		{LockMutex, "lock"}, {LockMutex, "order"},
+		{LockSemaphore, spaceSemaphore + "holders"}, {LockSemaphore, spaceSemaphore + "order"},
+		{LockRWMutex, spaceRW + "holders"}, {LockRWMutex, spaceRW + "order"},
 	}
 	// One pass over the prefix's keys, each told apart by its suffix.
 	match := globEscaper.Replace(keyBase(l.cfg.prefix)) + "{*}:*"
@@ -204,7 +131,7 @@ func (l *Locker) Locks(ctx context.Context) ([]LockInUse, error) {
 		err = fmt.Errorf("%w: listing locks needs a *redis.Client or *redis.ClusterClient, not %T", ErrInvalid, l.client)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("fairlock: locks: %w", err)
+		return nil, &opError{op: "locks", err: err}
 	}
 	locks := make([]LockInUse, 0, len(found))
 	for lk := range found {
@@ -237,17 +164,3 @@ func (l *Locker) Names(ctx context.Context) ([]string, error) {
 
 // globEscaper makes a string match only itself in a SCAN MATCH pattern.
 var globEscaper = strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`)
-
-// parseState reads the reply of inspect.lua, or the first five fields of
-// queue.lua's, which are the same.
-func parseState(reply any) (State, error) {
-	holder, meta, ttl, fence, waiters, err := parseInspect(reply)
-	if err != nil {
-		return State{}, err
-	}
-	st := State{Held: holder != "", Holder: holder, Metadata: meta, Fence: fence, Waiters: int(waiters)}
-	if st.Held && ttl > 0 {
-		st.TTL = time.Duration(ttl) * time.Millisecond
-	}
-	return st, nil
-}

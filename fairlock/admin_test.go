@@ -13,89 +13,112 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-func TestQueueListsLiveWaitersInOrder(t *testing.T) {
+func TestInspectListsLiveWaitersInOrder(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 20*time.Second)
 	l := newLocker(t, srv.Client(t))
-	if q, err := l.Queue(ctx, "q"); err != nil || q.Held || len(q.Queue) != 0 || q.Waiters != 0 {
-		t.Fatalf("Queue of an unused lock: %+v, %v", q, err)
+	if st, err := l.Inspect(ctx, fairlock.LockMutex, "q"); err != nil || st.Held() || len(st.Waiters) != 0 || st.Queued != 0 || st.Capacity != 1 {
+		t.Fatalf("Inspect of an unused lock: %+v, %v", st, err)
 	}
-	held := mustAcquire(t, l, "q")
-	first := queueBehind(t, ctx, newLocker(t, srv.Client(t)), "q")
-	expired(t, rdb, "q")
+	held := mustAcquire(t, l, "q", fairlock.WithMetadata("holder meta"))
+	first := queueBehind(t, ctx, newLocker(t, srv.Client(t)), "q", fairlock.WithMetadata("first"))
+	goneWaiter(t, rdb, "", "q")
 	second := queueBehind(t, ctx, newLocker(t, srv.Client(t)), "q")
 
-	q, err := l.Queue(ctx, "q")
+	st, err := l.Inspect(ctx, fairlock.LockMutex, "q")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !q.Held || q.Holder != held.Token() || q.Fence < held.Fence() || q.TTL <= 0 || q.TTL > leaseTTL {
-		t.Fatalf("holder part of %+v; lease %s fence %d", q, held.Token(), held.Fence())
+	if len(st.Holders) != 1 {
+		t.Fatalf("holders of %+v", st)
 	}
-	if q.Waiters != 2 || len(q.Queue) != 2 {
-		t.Fatalf("want 2 live waiters (the dead entry skipped), got %+v", q)
+	h := st.Holders[0]
+	if h.Token != held.Token() || h.Fence < held.Fence() || st.Fence < held.Fence() || h.TTL <= 0 || h.TTL > leaseTTL ||
+		h.Metadata != "holder meta" || h.Lock != fairlock.LockMutex || h.Permits != 1 || st.InUse != 1 {
+		t.Fatalf("holder %+v of %+v; lease %s fence %d", h, st, held.Token(), held.Fence())
 	}
-	for i, w := range q.Queue {
-		if w.Position != i+1 || w.Deadline <= 0 || w.Deadline > waiterTTL {
+	if st.Queued != 3 || len(st.Waiters) != 2 {
+		t.Fatalf("want 2 live waiters listed (the dead entry skipped) of 3 queued, got %+v", st)
+	}
+	for i, w := range st.Waiters {
+		if w.Position != i+1 || w.TTL <= 0 || w.TTL > waiterTTL {
 			t.Errorf("waiter %d: %+v", i, w)
 		}
 	}
+	if st.Waiters[0].Metadata != "first" || st.Waiters[1].Metadata != "" {
+		t.Errorf("waiters' metadata: %+v", st.Waiters)
+	}
 	held.Release(ctx)
 	a, _ := await(t, first, slack)
-	if a.Token() != q.Queue[0].Token {
-		t.Errorf("first granted %s, Queue listed %s first", a.Token(), q.Queue[0].Token)
+	if a.Token() != st.Waiters[0].Token {
+		t.Errorf("first granted %s, Inspect listed %s first", a.Token(), st.Waiters[0].Token)
 	}
 	a.Release(ctx)
 	b, _ := await(t, second, slack)
-	if b.Token() != q.Queue[1].Token {
-		t.Errorf("second granted %s, Queue listed %s second", b.Token(), q.Queue[1].Token)
+	if b.Token() != st.Waiters[1].Token {
+		t.Errorf("second granted %s, Inspect listed %s second", b.Token(), st.Waiters[1].Token)
 	}
 	b.Release(ctx)
 }
 
-// expired puts an entry in name's queue whose deadline has passed: a waiter
-// that died and that nobody has reaped yet.
-func expired(t testing.TB, rdb *redis.Client, name string) {
+// goneWaiter puts a waiter in the queue of the lock of key space space
+// ("", "sem:" or "rw:") called name whose Locker died: its session's keys
+// do not exist, and nobody has found that yet.
+func goneWaiter(t testing.TB, rdb *redis.Client, space, name string) string {
 	t.Helper()
 	ctx := context.Background()
-	now, err := rdb.Time(ctx).Result()
+	base := "fairlock:{" + name + "}:" + space
+	last, err := rdb.ZRangeWithScores(ctx, base+"order", -1, -1).Result()
 	if err != nil {
 		t.Fatal(err)
 	}
-	rdb.RPush(ctx, "fairlock:{"+name+"}:queue", "gone-locker:1")
-	rdb.ZAdd(ctx, "fairlock:{"+name+"}:alive", redis.Z{Score: float64(now.Add(-time.Second).UnixMilli()), Member: "gone-locker:1"})
+	seq := 1.0
+	if len(last) > 0 {
+		seq = last[0].Score + 1
+	}
+	token := fmt.Sprintf("gone-%d.1:1", int(seq))
+	rdb.RPush(ctx, base+"queue", token)
+	rdb.ZAdd(ctx, base+"order", redis.Z{Score: seq, Member: token})
+	return token
 }
 
-func TestQueueIsBounded(t *testing.T) {
+// liveSession makes a session that lives for d, as a Locker elsewhere
+// would, and returns its id.
+func liveSession(t testing.TB, rdb *redis.Client, id string, d time.Duration) string {
+	t.Helper()
+	ctx := context.Background()
+	rdb.Set(ctx, "fairlock:session:"+id, "", d)
+	rdb.Set(ctx, "fairlock:session:"+id+":w", d.Milliseconds(), d)
+	return id
+}
+
+func TestInspectIsBounded(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 20*time.Second)
 	l := newLocker(t, srv.Client(t), fairlock.WithWaiterTTL(time.Minute), fairlock.WithLeaseTTL(time.Minute))
 	held := mustAcquire(t, l, "big")
 	defer held.Release(ctx)
-	now, err := rdb.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	const n = fairlock.MaxQueueListed + 500
+	session := liveSession(t, rdb, "many.1", time.Minute)
+	const n = fairlock.MaxListed + 500
 	p := rdb.Pipeline()
 	for i := range n {
-		token := fmt.Sprintf("many:%d", i)
+		token := fmt.Sprintf("%s:%d", session, i)
 		p.RPush(ctx, "fairlock:{big}:queue", token)
-		p.ZAdd(ctx, "fairlock:{big}:alive", redis.Z{Score: float64(now.Add(time.Minute).UnixMilli()), Member: token})
+		p.ZAdd(ctx, "fairlock:{big}:order", redis.Z{Score: float64(i + 1), Member: token})
 	}
 	if _, err := p.Exec(ctx); err != nil {
 		t.Fatal(err)
 	}
-	q, err := l.Queue(ctx, "big")
+	st, err := l.Inspect(ctx, fairlock.LockMutex, "big")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.Waiters != n || len(q.Queue) != fairlock.MaxQueueListed {
-		t.Fatalf("Waiters %d, listed %d; want %d and %d", q.Waiters, len(q.Queue), n, fairlock.MaxQueueListed)
+	if st.Queued != n || len(st.Waiters) != fairlock.MaxListed {
+		t.Fatalf("Queued %d, listed %d; want %d and %d", st.Queued, len(st.Waiters), n, fairlock.MaxListed)
 	}
-	if last := q.Queue[len(q.Queue)-1]; last.Position != fairlock.MaxQueueListed || last.Token != fmt.Sprintf("many:%d", fairlock.MaxQueueListed-1) {
+	if last := st.Waiters[len(st.Waiters)-1]; last.Position != fairlock.MaxListed || last.Token != fmt.Sprintf("%s:%d", session, fairlock.MaxListed-1) {
 		t.Fatalf("last listed waiter %+v", last)
 	}
 }
@@ -106,32 +129,33 @@ func TestForceRelease(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	old, next, admin := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
-	if _, err := admin.ForceRelease(ctx, "stuck", ""); !errors.Is(err, fairlock.ErrNotHeld) {
+	if _, err := admin.ForceRelease(ctx, fairlock.LockMutex, "stuck", ""); !errors.Is(err, fairlock.ErrNotHeld) {
 		t.Fatalf("ForceRelease of a free lock: %v, want ErrNotHeld", err)
 	}
 	held := mustAcquire(t, old, "stuck")
 	w := queueBehind(t, ctx, next, "stuck")
-	if _, err := admin.ForceRelease(ctx, "stuck", "someone-else:1"); !errors.Is(err, fairlock.ErrNotHeld) {
+	if _, err := admin.ForceRelease(ctx, fairlock.LockMutex, "stuck", "someone-else.1:1"); !errors.Is(err, fairlock.ErrNotHeld) {
 		t.Fatalf("ForceRelease of another token: %v, want ErrNotHeld", err)
 	}
-	if st, _ := admin.Inspect(ctx, "stuck"); st.Holder != held.Token() {
+	if st, _ := admin.Inspect(ctx, fairlock.LockMutex, "stuck"); !st.Held() || st.Holders[0].Token != held.Token() {
 		t.Fatalf("ForceRelease of another token changed the holder: %+v", st)
 	}
 
-	res, err := admin.ForceRelease(ctx, "stuck", held.Token())
+	res, err := admin.ForceRelease(ctx, fairlock.LockMutex, "stuck", held.Token())
 	if err != nil {
 		t.Fatal(err)
 	}
 	s, _ := await(t, w, slack)
-	if res.Ended != held.Token() || res.Holder != s.Token() || res.Fence != s.Fence() || res.Fence <= held.Fence() {
+	if !slices.Equal(res.Ended, []string{held.Token()}) || len(res.Granted) != 1 || res.Granted[0].Token != s.Token() ||
+		res.Granted[0].Fence != s.Fence() || s.Fence() <= held.Fence() {
 		t.Fatalf("result %+v; old %s (fence %d), new %s (fence %d)", res, held.Token(), held.Fence(), s.Token(), s.Fence())
 	}
 	mustBeLost(t, ctx, admin, held, s)
 	if err := s.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	res, err = admin.ForceRelease(ctx, "stuck", "")
-	if !errors.Is(err, fairlock.ErrNotHeld) || res != (fairlock.ForceReleaseResult{}) {
+	res, err = admin.ForceRelease(ctx, fairlock.LockMutex, "stuck", "")
+	if !errors.Is(err, fairlock.ErrNotHeld) || len(res.Ended) != 0 || len(res.Granted) != 0 {
 		t.Fatalf("ForceRelease after the last release: %+v, %v", res, err)
 	}
 }
@@ -141,8 +165,8 @@ func TestForceReleaseWithNobodyWaiting(t *testing.T) {
 	ctx := withTimeout(t, 10*time.Second)
 	l := newLocker(t, srv.Client(t))
 	held := mustAcquire(t, l, "alone")
-	res, err := l.ForceRelease(ctx, "alone", "")
-	if err != nil || res.Ended != held.Token() || res.Holder != "" || res.Fence != 0 {
+	res, err := l.ForceRelease(ctx, fairlock.LockMutex, "alone", "")
+	if err != nil || !slices.Equal(res.Ended, []string{held.Token()}) || len(res.Granted) != 0 {
 		t.Fatalf("ForceRelease: %+v, %v", res, err)
 	}
 	if s, err := l.TryAcquire(ctx, "alone"); err != nil || s.Fence() <= held.Fence() {
@@ -150,6 +174,60 @@ func TestForceReleaseWithNobodyWaiting(t *testing.T) {
 	} else {
 		s.Release(ctx)
 	}
+}
+
+// Every kind: one holder ended by token, or all of them, grants whoever
+// now fits, and every ended holder is told.
+func TestForceReleaseEveryKind(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := withTimeout(t, 20*time.Second)
+	holders, waiters, admin := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
+	sem, semW := mustSem(t, holders, "k", 3), mustSem(t, waiters, "k", 3)
+	a, b := hold(t, permits(sem, 1)), hold(t, permits(sem, 2))
+	big := queueFor(t, ctx, permits(semW, 2), fairlock.WithMetadata("big"))
+	res, err := sem.ForceRelease(ctx, a.Token())
+	if err != nil || !slices.Equal(res.Ended, []string{a.Token()}) || len(res.Granted) != 0 {
+		t.Fatalf("ending one holder of 1 permit (2 asked, 1 free): %+v, %v", res, err)
+	}
+	st, _ := semW.Inspect(ctx)
+	if len(st.Holders) != 1 || st.Holders[0].Token != b.Token() || st.InUse != 2 || len(st.Waiters) != 1 || st.Waiters[0].Metadata != "big" || st.Waiters[0].Permits != 2 {
+		t.Fatalf("after ending one: %+v", st)
+	}
+	res, err = sem.ForceRelease(ctx, "")
+	if err != nil || !slices.Equal(res.Ended, []string{b.Token()}) || len(res.Granted) != 1 {
+		t.Fatalf("ending all: %+v, %v", res, err)
+	}
+	got, _ := await(t, big, slack)
+	if got.Token() != res.Granted[0].Token || got.Fence() != res.Granted[0].Fence {
+		t.Fatalf("granted %s (%d), result said %+v", got.Token(), got.Fence(), res.Granted)
+	}
+	for _, lease := range []*fairlock.Lease{a, b} {
+		select {
+		case <-lease.Done():
+		case <-time.After(heartbeat + slack):
+			t.Fatalf("lease %s ended by force was not told within a heartbeat", lease.Token())
+		}
+	}
+	got.Release(ctx)
+
+	rw, rwW := mustRW(t, holders, "k"), mustRW(t, waiters, "k")
+	r1, r2 := hold(t, rw.RLock), hold(t, rw.RLock)
+	writer := queueFor(t, ctx, rwW.Lock)
+	if res, err := admin.ForceRelease(ctx, fairlock.LockRWMutex, "k", ""); err != nil || len(res.Ended) != 2 || len(res.Granted) != 1 {
+		t.Fatalf("ending both readers: %+v, %v", res, err)
+	}
+	w, _ := await(t, writer, slack)
+	for _, lease := range []*fairlock.Lease{r1, r2} {
+		select {
+		case <-lease.Done():
+		case <-time.After(heartbeat + slack):
+			t.Fatal("a reader ended by force was not told within a heartbeat")
+		}
+	}
+	if st, _ := rw.Inspect(ctx); len(st.Holders) != 1 || st.Holders[0].Lock != fairlock.LockWrite || st.Holders[0].Token != w.Token() {
+		t.Fatalf("read-write lock after ending the readers: %+v", st)
+	}
+	w.Release(ctx)
 }
 
 func TestNames(t *testing.T) {

@@ -151,23 +151,28 @@ func BenchmarkScriptTime(b *testing.B) {
 	ctx := context.Background()
 	for _, bc := range []struct {
 		name     string
-		space    string
-		scripts  *scriptSet
-		capacity []any
+		kind     *kind
+		capacity any
 	}{
-		{"mutex", spaceMutex, &mutexScripts, nil},
-		{"semaphore", spaceSemaphore, &countedScripts, []any{1}},
+		{"mutex", mutexKind, noArg},
+		{"semaphore", semaphoreKind, int64(1)},
 	} {
 		l := benchLocker(b, srv)
-		ref := l.ref(bc.space, "script-time")
+		ref := l.refs.get(bc.kind, "script-time")
+		// Two sessions that live through the benchmark, whose tokens take
+		// turns.
+		for _, session := range []string{"w0.1", "w1.1"} {
+			client.Set(ctx, ref.sessions+session, "", time.Hour)
+			client.Set(ctx, ref.sessions+session+":w", int64(10000), time.Hour)
+		}
 		acquire := func(token string) {
-			args := ref.call(append([]any{token, int64(10000), int64(60000), ref.notify[0], ref.notify[1], modeWait, noMeta}, bc.capacity...)...)
-			if err := bc.scripts.acquire.run(ctx, client, ref, args).Err(); err != nil {
+			args := ref.call(token, modeWait, noArg, bc.capacity, noneArg, noArg)
+			if err := bc.kind.scripts.acquire.run(ctx, client, args, retried).Err(); err != nil {
 				b.Fatal(err)
 			}
 		}
 		release := func(token string) {
-			if err := bc.scripts.release.run(ctx, client, ref, ref.call(token, ref.notify[0], ref.notify[1], noMeta)).Err(); err != nil {
+			if err := bc.kind.scripts.release.run(ctx, client, ref.call(token, noArg), once).Err(); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -180,25 +185,24 @@ func BenchmarkScriptTime(b *testing.B) {
 			fmt.Sscanf(client.InfoMap(ctx, "commandstats").Val()["Commandstats"]["cmdstat_evalsha"], "calls=%g,usec=%g", &calls, &usec)
 			b.ReportMetric(usec/calls, "redis-µs/call")
 		}
-		holder, seq := "holder:0", 0
+		token := func(seq int) string { return "w" + strconv.Itoa(seq%2) + ".1:" + strconv.Itoa(seq) }
+		holder, seq := token(0), 0
 		acquire(holder)
 		var waiters []string
 		b.Run(bc.name+"/enqueue", func(b *testing.B) {
 			perCall(b, func() {
 				for range b.N {
 					seq++
-					token := "w" + strconv.Itoa(seq%2) + ":" + strconv.Itoa(seq)
-					acquire(token)
-					waiters = append(waiters, token)
+					acquire(token(seq))
+					waiters = append(waiters, token(seq))
 				}
 			})
 		})
 		b.Run(bc.name+"/grant", func(b *testing.B) {
 			for len(waiters) < b.N {
 				seq++
-				token := "w" + strconv.Itoa(seq%2) + ":" + strconv.Itoa(seq)
-				acquire(token)
-				waiters = append(waiters, token)
+				acquire(token(seq))
+				waiters = append(waiters, token(seq))
 			}
 			perCall(b, func() {
 				for _, next := range waiters[:b.N] {

@@ -1,6 +1,9 @@
 package fairlock
 
-import "errors"
+import (
+	"errors"
+	"strings"
+)
 
 // Errors returned by fairlock; match them with errors.Is.
 var (
@@ -11,7 +14,8 @@ var (
 	// already released or lost; nothing was changed in Redis.
 	ErrNotHeld = errors.New("fairlock: lease not held")
 	// ErrLost means a lease ended without Release: its renewal failed, it
-	// expired, or Redis no longer knows it (a restart, a failover).
+	// expired, it was ended by force, or Redis no longer knows it (a
+	// restart, a failover).
 	ErrLost = errors.New("fairlock: lease lost")
 	// ErrReleased is what Lease.Err reports after Release.
 	ErrReleased = errors.New("fairlock: lease released")
@@ -20,9 +24,34 @@ var (
 	ErrClosed = errors.New("fairlock: locker closed")
 	// ErrPlaceLost is the Err of an EventCancelled that does not end the
 	// Acquire: the waiter lost its place in the queue (Redis forgot it, or
-	// its grant expired before it heard of it) and queues again at the
-	// back. Acquire never returns it.
+	// its session ended) and queues again at the back. Acquire never
+	// returns it.
 	ErrPlaceLost = errors.New("fairlock: waiter lost its place in the queue")
 	// ErrInvalid wraps every error about a bad argument or option.
 	ErrInvalid = errors.New("fairlock: invalid argument")
+	// ErrUnsafeEviction is returned by every acquire on a Redis that may
+	// evict keys (maxmemory set, and a maxmemory-policy other than
+	// noeviction): an evicted lock key would let a second holder in. Set
+	// maxmemory-policy noeviction, or accept the risk with
+	// WithUnsafeEviction.
+	ErrUnsafeEviction = errors.New("fairlock: Redis may evict keys")
 )
+
+// An opError is the error of one operation on one lock: "fairlock: <op>:
+// <cause>", where a cause of fairlock's own loses its "fairlock: ", so that
+// the prefix shows once.
+type opError struct {
+	op  string
+	err error
+}
+
+func (e *opError) Error() string {
+	return "fairlock: " + e.op + ": " + strings.TrimPrefix(e.err.Error(), "fairlock: ")
+}
+
+func (e *opError) Unwrap() error { return e.err }
+
+// failed wraps err as the failure of op on the lock called name.
+func failed(op, name string, err error) error {
+	return &opError{op: op + " " + quoteName(name), err: err}
+}

@@ -15,17 +15,18 @@ const (
 	EventGranted                              // a lease was granted; Fence, Wait, Queued
 	EventReleased                             // a lease was released; Fence, Held
 	EventLost                                 // a lease was lost; Fence, Held, Err
-	EventRenewed                              // a lease was extended by the heartbeat
+	EventRenewed                              // a lease's record was renewed by the heartbeat (every third of the record's TTL)
 	EventHeartbeatFailed                      // a heartbeat call failed; Err
 	EventCancelled                            // a waiter gave up or lost its place; Err, Wait, Queued
 	EventMoved                                // a waiter's place in the queue changed; Position
+	EventWarning                              // the Locker goes on despite a risk it found in Redis's settings; Err
 )
 
-var eventNames = [...]string{"", "enqueued", "granted", "released", "lost", "renewed", "heartbeat-failed", "cancelled", "moved"}
+var eventNames = [...]string{"", "enqueued", "granted", "released", "lost", "renewed", "heartbeat-failed", "cancelled", "moved", "warning"}
 
 // String is the kind's name as log lines show it: "enqueued", "granted",
 // "released", "lost", "renewed", "heartbeat-failed", "cancelled", "moved",
-// or "unknown" for a value that is none of the kinds.
+// "warning", or "unknown" for a value that is none of the kinds.
 func (k EventKind) String() string {
 	if k > 0 && int(k) < len(eventNames) {
 		return eventNames[k]
@@ -101,6 +102,7 @@ type Event struct {
 	Name     string    // lock name
 	Lock     LockKind  // which primitive: a mutex, semaphore, or read-write lock as reader or writer
 	Permits  int       // permits asked for or held: n for LockSemaphore, else 1
+	Group    string    // the request's group (WithGroup), "" if none
 	Token    string    // the waiter's or lease's token
 	Position int       // EventEnqueued, EventMoved: 1 is next in line
 	Fence    int64     // EventGranted, EventReleased, EventLost
@@ -122,22 +124,22 @@ type Event struct {
 
 // wantsPositions tells whether anyone listens for EventEnqueued and
 // EventMoved positions, which cost Redis a count.
-func (l *Locker) wantsPositions() bool {
-	return l.cfg.observer != nil || l.cfg.logger != nil
+func (c *config) wantsPositions() bool {
+	return c.observer != nil || c.logger != nil
 }
 
-func (l *Locker) observe(e Event) {
-	if l.cfg.observer != nil {
-		l.cfg.observer(e)
+func (c *config) observe(e Event) {
+	if c.observer != nil {
+		c.observer(e)
 	}
-	if l.cfg.logger == nil {
+	if c.logger == nil {
 		return
 	}
 	level := slog.LevelDebug
-	if e.Kind == EventLost || e.Kind == EventHeartbeatFailed {
+	if e.Kind == EventLost || e.Kind == EventHeartbeatFailed || e.Kind == EventWarning {
 		level = slog.LevelWarn
 	}
-	l.cfg.logger.LogAttrs(context.Background(), level, "fairlock "+e.Kind.String(),
+	c.logger.LogAttrs(context.Background(), level, "fairlock "+e.Kind.String(),
 		slog.String("name", logName(e.Name)), slog.String("token", e.Token),
 		slog.Int("position", e.Position), slog.Int64("fence", e.Fence),
 		slog.Duration("wait", e.Wait), slog.Duration("held", e.Held),

@@ -167,7 +167,7 @@ func TestPlaceLostIsNotAnOutcome(t *testing.T) {
 	w := queueBehind(t, ctx, b, "requeue")
 	token := rec.Enqueued("requeue")[0]
 	rdb.LRem(ctx, "fairlock:{requeue}:queue", 0, token)
-	rdb.ZRem(ctx, "fairlock:{requeue}:alive", token)
+	rdb.ZRem(ctx, "fairlock:{requeue}:order", token)
 	waitEvents(t, rec, "requeue", fairlock.EventEnqueued, 2)
 	held.Release(ctx)
 	s, _ := await(t, w, slack)

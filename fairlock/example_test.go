@@ -95,39 +95,25 @@ func ExampleLocker_Inspect() {
 	defer locker.Close()
 
 	ctx := context.Background()
-	lease, _ := locker.Acquire(ctx, "queue")
-	st, _ := locker.Inspect(ctx, "queue")
-	fmt.Println(st.Held, st.Holder == lease.Token(), st.Waiters)
-	lease.Release(ctx)
-	// Output: true true 0
-}
-
-func ExampleLocker_Queue() {
-	client, stop := exampleRedis()
-	defer stop()
-	locker, _ := fairlock.New(client)
-	defer locker.Close()
-
-	ctx := context.Background()
-	lease, _ := locker.Acquire(ctx, "nightly-report")
+	lease, _ := locker.Acquire(ctx, "nightly-report", fairlock.WithMetadata("host-a"))
 	queued, granted := make(chan int), make(chan *fairlock.Lease)
 	go func() {
-		next, _ := locker.Acquire(ctx, "nightly-report", fairlock.OnQueued(func(pos int) { queued <- pos }))
+		next, _ := locker.Acquire(ctx, "nightly-report", fairlock.WithMetadata("host-b"), fairlock.OnQueued(func(pos int) { queued <- pos }))
 		granted <- next
 	}()
 	<-queued
-	q, err := locker.Queue(ctx, "nightly-report")
-	fmt.Println("held by the lease:", q.Holder == lease.Token(), err)
-	for _, w := range q.Queue {
-		fmt.Println("waiter at position", w.Position, "alive:", w.Deadline > 0)
+	st, err := locker.Inspect(ctx, fairlock.LockMutex, "nightly-report")
+	fmt.Println("held by the lease:", st.Holders[0].Token == lease.Token(), st.Holders[0].Metadata, err)
+	for _, w := range st.Waiters {
+		fmt.Println("waiter at position", w.Position, w.Metadata)
 	}
 	lease.Release(ctx)
 	next := <-granted
-	fmt.Println("granted to the waiter:", next.Token() == q.Queue[0].Token)
+	fmt.Println("granted to the waiter:", next.Token() == st.Waiters[0].Token)
 	next.Release(ctx)
 	// Output:
-	// held by the lease: true <nil>
-	// waiter at position 1 alive: true
+	// held by the lease: true host-a <nil>
+	// waiter at position 1 host-b
 	// granted to the waiter: true
 }
 
@@ -142,14 +128,14 @@ func ExampleLocker_ForceRelease() {
 	stuck, _ := locker.Acquire(ctx, "nightly-report")
 	// An operator ends exactly the lease they looked at; nobody waits, so
 	// the lock is free afterwards.
-	res, err := locker.ForceRelease(ctx, "nightly-report", stuck.Token())
-	fmt.Println(res.Ended == stuck.Token(), res.Holder == "", err)
+	res, err := locker.ForceRelease(ctx, fairlock.LockMutex, "nightly-report", stuck.Token())
+	fmt.Println(res.Ended[0] == stuck.Token(), len(res.Granted), err)
 	// The holder learns at its next heartbeat. Until then it believes it
 	// holds the lock: only storage that checks fences is safe from it.
 	<-stuck.Done()
 	fmt.Println(stuck.Err())
 	// Output:
-	// true true <nil>
+	// true 0 <nil>
 	// fairlock: lease lost
 }
 
@@ -196,7 +182,7 @@ func ExampleRWMutex() {
 	r1, _ := config.RLock(ctx)
 	r2, _ := config.RLock(ctx)
 	st, _ := config.Inspect(ctx)
-	fmt.Println("readers:", st.Readers)
+	fmt.Println("readers:", len(st.Holders))
 	if _, err := config.TryLock(ctx); errors.Is(err, fairlock.ErrNotAcquired) {
 		fmt.Println("a writer must wait for them")
 	}
@@ -204,7 +190,7 @@ func ExampleRWMutex() {
 	r2.Release(ctx)
 	w, _ := config.Lock(ctx)
 	st, _ = config.Inspect(ctx)
-	fmt.Println("writer:", st.Writer)
+	fmt.Println("writer:", st.Holders[0].Lock == fairlock.LockWrite)
 	w.Release(ctx)
 	// Output:
 	// readers: 2

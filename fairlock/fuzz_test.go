@@ -48,7 +48,7 @@ func checkKeys(t *testing.T, prefix, name string) []string {
 	if len(keys) != 6 {
 		t.Fatalf("lockKeys(%q, %q) returned %d keys", prefix, name, len(keys))
 	}
-	// A semaphore's and a read-write lock's keys: the same hash tag, seven
+	// A semaphore's and a read-write lock's keys: the same hash tag, six
 	// each, and none shared with another kind.
 	seen := map[string]bool{}
 	for _, k := range keys {
@@ -56,7 +56,7 @@ func checkKeys(t *testing.T, prefix, name string) []string {
 	}
 	for _, space := range []string{spaceSemaphore, spaceRW} {
 		counted := lockKeys(prefix, space, name)
-		if len(counted) != 7 {
+		if len(counted) != 6 {
 			t.Fatalf("lockKeys(%q, %q, %q) returned %d keys", prefix, space, name, len(counted))
 		}
 		for _, k := range counted {
@@ -74,7 +74,7 @@ func checkKeys(t *testing.T, prefix, name string) []string {
 	if !ok || back != name {
 		t.Fatalf("escape of %q is %q, which does not read back (got %q, %v)", name, esc, back, ok)
 	}
-	suffixes := []string{"lock", "queue", "alive", "fence", "order", "meta"}
+	suffixes := []string{"lock", "queue", "order", "fence", "meta", "state"}
 	for i, k := range keys {
 		if got := hashTag(k); got != esc {
 			t.Fatalf("key %q of name %q hashes on %q, want the escaped name %q", k, name, got, esc)
@@ -162,8 +162,8 @@ func FuzzOptions(f *testing.F) {
 		if l.cfg.leaseTTL.Milliseconds() < 1 || l.cfg.waiterTTL.Milliseconds() < 1 {
 			t.Fatalf("a TTL rounds to %d/%d ms: Redis would get PX 0", l.cfg.leaseTTL.Milliseconds(), l.cfg.waiterTTL.Milliseconds())
 		}
-		if _, notifyPrefix := l.notifyArgs(lockKeys(prefix, spaceMutex, "x")); !strings.HasPrefix(notifyPrefix, prefix) || strings.ContainsAny(notifyPrefix, "{}") {
-			t.Fatalf("notify prefix %q from key prefix %q", notifyPrefix, prefix)
+		if r := l.refs.get(mutexKind, "x"); !strings.HasPrefix(r.channel, prefix) || strings.ContainsAny(r.channel, "{}") || !strings.HasPrefix(r.sessions, prefix) {
+			t.Fatalf("channel %q, sessions %q from key prefix %q", r.channel, r.sessions, prefix)
 		}
 	})
 }
@@ -213,10 +213,9 @@ func decodeReply(b []byte, depth int) (any, []byte) {
 }
 
 // FuzzReplies: the parsers of every script reply (heartbeat: parseInts;
-// inspect: parseInspect; queue: parseQueue; force release:
-// parseForceRelease; semaphore and read-write lock inspect: parseCensus;
-// grant messages: parseGrants) never panic,
-// and what they accept is exactly what was there.
+// snapshot: parseSnapshot; force release: parseForceRelease; grant
+// messages: parseGrants) never panic, and what they accept is exactly what
+// was there.
 func FuzzReplies(f *testing.F) {
 	enc := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
 	i64 := func(v int64) []byte {
@@ -229,19 +228,16 @@ func FuzzReplies(f *testing.F) {
 	arr := func(n int) []byte { return []byte{3, byte(n)} }
 	f.Add(enc(arr(2), i64(1), i64(1795989491926942)), "tok:1 1795989491926942")
 	f.Add(enc(arr(2), i64(2), i64(3)), "a:b:c 12")
-	f.Add(enc(arr(5), str("locker:1"), i64(345), i64(1795989491926942), i64(3), str("job 7")), "x 0")
-	f.Add(enc(arr(5), str(""), i64(-2), i64(0), i64(0), str("")), " 5")
-	f.Add(enc(arr(5), str("locker:1"), i64(345), i64(1795989491926942), i64(3), i64(4)), "x 1")
+	f.Add(enc(arr(5), i64(0), i64(1795989491926942), i64(1),
+		arr(5), str("l.1:1"), i64(345), i64(1795989491926942), str("job 7"), str(""),
+		arr(4), str("w.1:2"), i64(500), str(""), str("tenant")), "x 0")
+	f.Add(enc(arr(5), i64(3), i64(0), i64(0), arr(0), arr(0)), " 5")
+	f.Add(enc(arr(5), i64(3), i64(7), i64(2), arr(5), str("l.1:1#2"), i64(345), i64(9), str(""), str(""),
+		arr(4), str("w.1:2"), i64(500), i64(1), str("")), "x 1")
 	f.Add(enc(arr(3), i64(1), i64(-1), i64(0)), "tok -7")
-	f.Add(enc(arr(4), i64(1), i64(2), i64(3), i64(4)), "tok 9223372036854775808")
-	f.Add(enc(arr(6), str("locker:1"), i64(345), i64(1795989491926942), i64(2), str("host a"),
-		arr(6), str("w:1"), i64(500), str("job 8"), str("w:2"), i64(20), str("")), "q 1")
-	f.Add(enc(arr(6), str(""), i64(-2), i64(0), i64(0), str(""), arr(2), str("w:1"), i64(500)), "q 2")
-	f.Add(enc(arr(6), str(""), i64(-2), i64(0), i64(1), str(""), arr(3), str("w:1"), i64(500), i64(1)), "q 3")
-	f.Add(enc(arr(3), str("old:1"), str("new:1"), i64(1795989491926943)), "f 1")
-	f.Add(enc(arr(3), str("old:1"), str(""), i64(0)), "f 2")
-	f.Add(enc(arr(5), i64(4), i64(3), i64(2), i64(1), i64(1795989491926942)), "a:1#3 5 b:2 6")
-	f.Add(enc(arr(5), i64(4), i64(-3), i64(2), i64(1), i64(1795989491926942)), "a:1 5 b:2")
+	f.Add(enc(arr(2), arr(1), str("old.1:1"), arr(2), str("new.1:1"), i64(1795989491926943)), "f 1")
+	f.Add(enc(arr(2), arr(1), str("old.1:1"), arr(0)), "f 2")
+	f.Add(enc(arr(2), arr(0), arr(1), str("new.1:1")), "a:1#3 5 b:2 6")
 	f.Add([]byte{4}, "tok  12")
 	f.Add([]byte{}, "")
 	f.Fuzz(func(t *testing.T, data []byte, payload string) {
@@ -261,37 +257,31 @@ func FuzzReplies(f *testing.F) {
 				}
 			}
 		}
-		holder, meta, ttl, fence, waiters, err := parseInspect(reply)
-		if err == nil {
-			arr, ok := reply.([]any)
-			if !ok || len(arr) != 5 || arr[0] != any(holder) || arr[1] != any(ttl) || arr[2] != any(fence) || arr[3] != any(waiters) || arr[4] != any(meta) {
-				t.Fatalf("parseInspect(%#v) = %q %d %d %d %q", reply, holder, ttl, fence, waiters, meta)
+		for _, kd := range []*kind{mutexKind, semaphoreKind, rwKind} {
+			st, ok := parseSnapshot(reply, kd)
+			if !ok {
+				continue
 			}
-		}
-		if q, err := parseQueue(reply); err == nil {
-			listed := reply.([]any)[5].([]any)
-			if len(q.Queue) != len(listed)/3 || q.Metadata != reply.([]any)[4] {
-				t.Fatalf("parseQueue(%#v) = %+v", reply, q)
+			arr := reply.([]any)
+			holders, waiters := arr[3].([]any), arr[4].([]any)
+			if len(st.Holders) != len(holders)/5 || len(st.Waiters) != len(waiters)/4 || arr[1] != any(st.Fence) || arr[2] != any(int64(st.Queued)) {
+				t.Fatalf("parseSnapshot(%#v) = %+v", reply, st)
 			}
-			for i, w := range q.Queue {
-				if w.Position != i+1 || listed[3*i] != any(w.Token) || listed[3*i+2] != any(w.Metadata) {
-					t.Fatalf("parseQueue(%#v): waiter %d is %+v", reply, i, w)
+			for i, h := range st.Holders {
+				if holders[5*i] != any(h.Token) || holders[5*i+3] != any(h.Metadata) || holders[5*i+4] != any(h.Group) || h.Permits < 1 {
+					t.Fatalf("parseSnapshot(%#v): holder %d is %+v", reply, i, h)
+				}
+			}
+			for i, w := range st.Waiters {
+				if w.Position != i+1 || waiters[4*i] != any(w.Token) || waiters[4*i+2] != any(w.Metadata) {
+					t.Fatalf("parseSnapshot(%#v): waiter %d is %+v", reply, i, w)
 				}
 			}
 		}
-		if r, err := parseForceRelease(reply); err == nil {
+		if r, ok := parseForceRelease(reply); ok {
 			arr := reply.([]any)
-			if arr[0] != any(r.Ended) || arr[1] != any(r.Holder) || arr[2] != any(r.Fence) {
+			if len(r.Ended) != len(arr[0].([]any)) || len(r.Granted) != len(arr[1].([]any))/2 {
 				t.Fatalf("parseForceRelease(%#v) = %+v", reply, r)
-			}
-		}
-		if c, err := parseCensus(reply); err == nil {
-			arr := reply.([]any)
-			got := []int64{int64(c.capacity), int64(c.inUse), int64(c.holders), int64(c.waiters), c.fence}
-			for i, v := range got {
-				if arr[i] != any(v) || v < 0 {
-					t.Fatalf("parseCensus(%#v) = %+v", reply, c)
-				}
 			}
 		}
 		// A grant message: what parseGrants hands out, written back, is
@@ -354,8 +344,8 @@ func FuzzNamesOnRedis(f *testing.F) {
 			t.Fatalf("TryAcquire(%q): %v", name, err)
 		}
 		defer lease.Release(ctx) //nolint:errcheck // released below; this is for Fatal paths
-		st, err := l.Inspect(ctx, name)
-		if err != nil || !st.Held || st.Holder != lease.Token() || st.Fence != lease.Fence() {
+		st, err := l.Inspect(ctx, LockMutex, name)
+		if err != nil || !st.Held() || st.Holders[0].Token != lease.Token() || st.Fence != lease.Fence() {
 			t.Fatalf("Inspect(%q) = %+v, %v; lease %s fence %d", name, st, err, lease.Token(), lease.Fence())
 		}
 		keys := lockKeys(DefaultKeyPrefix, spaceMutex, name)
@@ -369,8 +359,8 @@ func FuzzNamesOnRedis(f *testing.F) {
 			}
 		}
 		if other != "" && other != name && len(other) <= MaxNameLen {
-			ost, err := l.Inspect(ctx, other)
-			if err != nil || ost.Held {
+			ost, err := l.Inspect(ctx, LockMutex, other)
+			if err != nil || ost.Held() {
 				t.Fatalf("holding %q makes %q look held: %+v %v", name, other, ost, err)
 			}
 		}
@@ -442,7 +432,7 @@ func FuzzKindsOnRedis(f *testing.F) {
 				if err != nil {
 					t.Fatalf("TryAcquire(%d) of %d on %q: %v", n, capacity, name, err)
 				}
-				if st, err := sem.Inspect(ctx); err != nil || st != (SemaphoreState{Capacity: capacity, InUse: n, Holders: 1, Fence: lease.Fence()}) {
+				if st, err := sem.Inspect(ctx); err != nil || st.Capacity != capacity || st.InUse != n || len(st.Holders) != 1 || st.Fence != lease.Fence() || st.Holders[0].Fence != lease.Fence() {
 					t.Fatalf("Inspect after TryAcquire(%d) of %d: %+v, %v", n, capacity, st, err)
 				}
 				for _, k := range lockKeys(DefaultKeyPrefix, spaceSemaphore, name) {
@@ -453,7 +443,7 @@ func FuzzKindsOnRedis(f *testing.F) {
 				if err := lease.Release(ctx); err != nil {
 					t.Fatalf("Release: %v", err)
 				}
-				if st, _ := sem.Inspect(ctx); st.InUse != 0 || st.Holders != 0 {
+				if st, _ := sem.Inspect(ctx); st.InUse != 0 || st.Held() {
 					t.Fatalf("after Release: %+v", st)
 				}
 			}
@@ -473,7 +463,7 @@ func FuzzKindsOnRedis(f *testing.F) {
 		if err != nil {
 			t.Fatalf("TryLock (write %v) of %q: %v", write, name, err)
 		}
-		if st, err := m.Inspect(ctx); err != nil || st.Writer != write || (st.Readers == 1) == write {
+		if st, err := m.Inspect(ctx); err != nil || len(st.Holders) != 1 || (st.Holders[0].Lock == LockWrite) != write {
 			t.Fatalf("Inspect of a lock held (write %v): %+v, %v", write, st, err)
 		}
 		if err := lease.Release(ctx); err != nil {

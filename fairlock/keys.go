@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -60,17 +59,31 @@ const (
 )
 
 // lockKeys returns the keys of one lock in the order the scripts take them
-// (see scripts/lib/keys.lua): for a mutex lock, queue, alive, fence, order
-// and meta; for a semaphore or read-write lock (space spaceSemaphore or
-// spaceRW) the same under the space, with holders first and state last.
-// They share the hash tag {name}, so a Redis Cluster keeps them in one
-// slot.
+// (scripts/lib/keys.lua): holders ("lock" for a mutex, "holders" for the
+// others), queue, order, fence, meta and state, under the key space. They
+// share the hash tag {name}, so a Redis Cluster keeps them in one slot.
 func lockKeys(prefix, space, name string) []string {
-	base := keyBase(prefix) + "{" + nameEscaper.Replace(name) + "}:" + space
+	base := tagBase(prefix, name) + space
+	holders := "holders"
 	if space == spaceMutex {
-		return []string{base + "lock", base + "queue", base + "alive", base + "fence", base + "order", base + "meta"}
+		holders = "lock"
 	}
-	return []string{base + "holders", base + "queue", base + "alive", base + "fence", base + "order", base + "meta", base + "state"}
+	return []string{base + holders, base + "queue", base + "order", base + "fence", base + "meta", base + "state"}
+}
+
+// tagBase is what every key of the locks called name starts with.
+func tagBase(prefix, name string) string {
+	return keyBase(prefix) + "{" + nameEscaper.Replace(name) + "}:"
+}
+
+// sessionPrefix is what the keys of a session start with: one per Redis,
+// or on Redis Cluster one per lock name, in that name's slot, since a
+// script sees only the keys of its own slot.
+func sessionPrefix(prefix, name string, sharded bool) string {
+	if sharded {
+		return tagBase(prefix, name) + "session:"
+	}
+	return keyBase(prefix) + "session:"
 }
 
 // keyBase is what every key under prefix starts with.
@@ -102,75 +115,6 @@ func checkName(name string) error {
 		return fmt.Errorf("%w: lock name %s is longer than MaxNameLen (%s)", ErrInvalid, quoteName(name), byteSize(MaxNameLen))
 	}
 	return nil
-}
-
-// A lockRef is what every script call on one lock needs, worked out once
-// per name: its keys, boxed as command arguments, and where its grant
-// notifications go.
-type lockRef struct {
-	name    string
-	space   string     // spaceMutex, spaceSemaphore or spaceRW
-	kind    LockKind   // for the events of the whole lock: LockMutex, LockSemaphore or LockRWMutex
-	scripts *scriptSet // the scripts of its holder store
-	keys    []string
-	args    []any // keys, boxed once so that calls do not allocate them
-	// fastArgs are the fast path's EXISTS queue, INCR fence and PEXPIRE
-	// fence NX, built once (go-redis only reads a command's arguments).
-	fastArgs [3][]any
-	notify   [2]any // notify command and channel prefix, the ARGV of every script that may grant
-	channel  string // this Locker's channel for the lock's grants
-	// busyUntil is when the fast path is worth trying again (unix ns),
-	// after it found the lock held or waited for; trying is set while a
-	// call tries it (Locker.fastTry).
-	busyUntil atomic.Int64
-	trying    atomic.Bool
-}
-
-// refCacheSize bounds the lockRefs a Locker keeps: a process that touches
-// millions of names recomputes some, and keeps no more than this.
-const refCacheSize = 4096
-
-// refKey names a lock among a Locker's: its key space and name.
-type refKey struct{ space, name string }
-
-// key is r's refKey.
-func (r *lockRef) key() refKey { return refKey{r.space, r.name} }
-
-// ref returns the lockRef of the lock called name in space.
-func (l *Locker) ref(space, name string) *lockRef {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if r := l.refs[refKey{space, name}]; r != nil {
-		return r
-	}
-	if len(l.refs) >= refCacheSize {
-		clear(l.refs)
-	}
-	keys := lockKeys(l.cfg.prefix, space, name)
-	r := &lockRef{name: name, space: space, kind: LockMutex, scripts: &mutexScripts, keys: keys, args: make([]any, len(keys))}
-	switch space {
-	case spaceSemaphore:
-		r.kind, r.scripts = LockSemaphore, &countedScripts
-	case spaceRW:
-		r.kind, r.scripts = LockRWMutex, &countedScripts
-	}
-	for i, k := range keys {
-		r.args[i] = k
-	}
-	r.fastArgs = [3][]any{{"exists", r.args[1]}, {"incr", r.args[3]}, {"pexpire", r.args[3], fenceTTLMs, "nx"}}
-	cmd, prefix := l.notifyArgs(keys)
-	r.notify = [2]any{cmd, prefix}
-	r.channel = prefix + l.id
-	l.refs[refKey{space, name}] = r
-	return r
-}
-
-// call returns the arguments of one script call on the lock: three slots
-// that luaScript.run fills, the lock's keys, then argv.
-func (r *lockRef) call(argv ...any) []any {
-	args := make([]any, 3, 3+len(r.args)+len(argv))
-	args = append(args, r.args...)
-	return append(args, argv...)
 }
 
 // quotedNameLen is how much of a lock name errors and log lines show.

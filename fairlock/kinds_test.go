@@ -29,13 +29,13 @@ func permits(s *fairlock.Semaphore, n int) acquireFunc {
 // queueFor starts acquire in a goroutine and returns once the waiter is
 // queued (acquire must pass on the options it is given), so that arrival
 // order is certain.
-func queueFor(t testing.TB, ctx context.Context, acquire acquireFunc) <-chan result {
+func queueFor(t testing.TB, ctx context.Context, acquire acquireFunc, opts ...fairlock.AcquireOption) <-chan result {
 	t.Helper()
 	out := make(chan result, 1)
 	queued := make(chan struct{})
 	go func() {
 		var once sync.Once
-		s, err := acquire(ctx, fairlock.OnQueued(func(int) { once.Do(func() { close(queued) }) }))
+		s, err := acquire(ctx, append(opts, fairlock.OnQueued(func(int) { once.Do(func() { close(queued) }) }))...)
 		out <- result{s, err}
 	}()
 	select {
@@ -74,6 +74,11 @@ func mustRW(t testing.TB, l *fairlock.Locker, name string) *fairlock.RWMutex {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// writerHolds tells whether a writer holds the read-write lock st shows.
+func writerHolds(st fairlock.State) bool {
+	return len(st.Holders) == 1 && st.Holders[0].Lock == fairlock.LockWrite
 }
 
 // hold takes a lease with acquire, within 5 s.
@@ -192,7 +197,7 @@ func TestRWMutexWritersAreNotStarved(t *testing.T) {
 	writer := queueFor(t, ctx, mb.Lock)
 	late := queueFor(t, ctx, mc.RLock)
 	notGranted(t, late, heartbeat+slack, "a reader behind a waiting writer")
-	if st, err := ma.Inspect(ctx); err != nil || st.Writer || st.Readers != 1 || st.Waiters != 2 {
+	if st, err := ma.Inspect(ctx); err != nil || writerHolds(st) || len(st.Holders) != 1 || len(st.Waiters) != 2 {
 		t.Fatalf("Inspect with a reader and two waiters: %+v, %v", st, err)
 	}
 	first.Release(ctx)
@@ -200,7 +205,7 @@ func TestRWMutexWritersAreNotStarved(t *testing.T) {
 	if w.Fence() <= first.Fence() {
 		t.Fatalf("writer's fence %d not above the reader's %d", w.Fence(), first.Fence())
 	}
-	if st, _ := ma.Inspect(ctx); !st.Writer || st.Readers != 0 || st.Waiters != 1 {
+	if st, _ := ma.Inspect(ctx); !writerHolds(st) || len(st.Holders) != 1 || len(st.Waiters) != 1 {
 		t.Fatalf("Inspect with a writer: %+v", st)
 	}
 	// Four more readers from two Lockers queue behind the writer.
@@ -221,7 +226,7 @@ func TestRWMutexWritersAreNotStarved(t *testing.T) {
 	if sent := publishCalls(t, rdb) - before; sent > 2 {
 		t.Fatalf("one release granted readers of 2 Lockers with %d messages", sent)
 	}
-	if st, _ := ma.Inspect(ctx); st.Writer || st.Readers != 5 || st.Waiters != 0 {
+	if st, _ := ma.Inspect(ctx); writerHolds(st) || len(st.Holders) != 5 || len(st.Waiters) != 0 {
 		t.Fatalf("Inspect with five readers: %+v", st)
 	}
 	if _, err := mb.TryLock(ctx); !errors.Is(err, fairlock.ErrNotAcquired) {
@@ -281,11 +286,11 @@ func TestSemaphoreCapacityMismatch(t *testing.T) {
 	// Inspect counts holders within their deadline only: one whose deadline
 	// passed, not reaped yet, is not in use.
 	rdb := srv.Client(t)
-	rdb.ZAdd(ctx, "fairlock:{agree}:sem:holders", redis.Z{Score: 1, Member: "expired-locker:1#2"})
-	if st, err := three.Inspect(ctx); err != nil || st.InUse != 1 || st.Holders != 1 {
+	rdb.ZAdd(ctx, "fairlock:{agree}:sem:holders", redis.Z{Score: 1, Member: "expired-locker.1:1#2"})
+	if st, err := three.Inspect(ctx); err != nil || st.InUse != 1 || len(st.Holders) != 1 {
 		t.Fatalf("Inspect with an expired holder not yet reaped: %+v, %v", st, err)
 	}
-	rdb.ZRem(ctx, "fairlock:{agree}:sem:holders", "expired-locker:1#2")
+	rdb.ZRem(ctx, "fairlock:{agree}:sem:holders", "expired-locker.1:1#2")
 	for _, try := range []bool{false, true} {
 		var err error
 		if try {
@@ -297,7 +302,7 @@ func TestSemaphoreCapacityMismatch(t *testing.T) {
 			t.Fatalf("a capacity of 5 while 3 is in use: %v, want ErrInvalid naming 3", err)
 		}
 	}
-	if st, _ := three.Inspect(ctx); st != (fairlock.SemaphoreState{Capacity: 3, InUse: 1, Holders: 1, Fence: held.Fence()}) {
+	if st, _ := three.Inspect(ctx); st.Capacity != 3 || st.InUse != 1 || len(st.Holders) != 1 || st.Fence != held.Fence() || len(st.Waiters) != 0 {
 		t.Fatalf("the refused calls changed the semaphore: %+v", st)
 	}
 	held.Release(ctx)
@@ -366,27 +371,28 @@ func TestKindsCancellation(t *testing.T) {
 	t.Logf("the request behind a cancelled head was granted %v later", took)
 	s.Release(ctx)
 	held.Release(ctx)
-	if st, _ := mustSem(t, a, "cancel", 3).Inspect(ctx); st != (fairlock.SemaphoreState{Fence: s.Fence()}) {
+	if st, _ := mustSem(t, a, "cancel", 3).Inspect(ctx); st.Held() || len(st.Waiters) != 0 || st.Queued != 0 || st.Capacity != 0 || st.Fence != s.Fence() {
 		t.Fatalf("after everyone left: %+v", st)
 	}
 }
 
-// deadCountedWaiter queues a token nobody heartbeats in a semaphore's
-// (space "sem") or read-write lock's ("rw") queue.
-func deadCountedWaiter(t testing.TB, rdb *redis.Client, space, name, token string) {
+// deadCountedWaiter queues a waiter whose Locker is gone (its session
+// lives a waiter TTL more, and nobody renews it) in a semaphore's (space
+// "sem") or read-write lock's ("rw") queue; token is its number and
+// permits, after its session.
+func deadCountedWaiter(t testing.TB, rdb *redis.Client, space, name, token string) string {
 	t.Helper()
 	ctx := context.Background()
-	now, err := rdb.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
+	token = liveSession(t, rdb, "dead-"+space+"-"+strings.NewReplacer(":", "-", "#", "-").Replace(token)+".1", waiterTTL) + ":" + token
 	base := "fairlock:{" + name + "}:" + space + ":"
-	rdb.RPush(ctx, base+"queue", token)
-	rdb.ZAdd(ctx, base+"alive", redis.Z{Score: float64(now.Add(waiterTTL).UnixMilli()), Member: token})
-	rdb.ZAdd(ctx, base+"order", redis.Z{Score: float64(now.UnixMilli()), Member: token})
-	for _, k := range []string{"queue", "alive", "order"} {
-		rdb.PExpire(ctx, base+k, waiterTTL)
+	last, _ := rdb.ZRangeWithScores(ctx, base+"order", -1, -1).Result()
+	order := 1.0
+	if len(last) > 0 {
+		order = last[0].Score + 1
 	}
+	rdb.RPush(ctx, base+"queue", token)
+	rdb.ZAdd(ctx, base+"order", redis.Z{Score: order, Member: token})
+	return token
 }
 
 // A holder that stops renewing gives its permits back within the lease TTL
@@ -415,7 +421,7 @@ func TestKindsDeadHoldersAndWaiters(t *testing.T) {
 
 	// A dead writer at the head: the readers behind it wait for its grant
 	// to expire, then share.
-	deadCountedWaiter(t, rdb, "sem", "dead", "dead-locker:1#2")
+	deadCountedWaiter(t, rdb, "sem", "dead", "1#2")
 	late := queueFor(t, ctx, permits(mustSem(t, b, "dead", 2), 2))
 	s.Release(ctx)
 	bound = waiterTTL + heartbeat + slack
@@ -425,7 +431,7 @@ func TestKindsDeadHoldersAndWaiters(t *testing.T) {
 
 	m := mustRW(t, b, "dead")
 	reader := hold(t, m.RLock)
-	deadCountedWaiter(t, rdb, "rw", "dead", fmt.Sprintf("dead-locker:2#%d", fairlock.MaxCapacity))
+	deadCountedWaiter(t, rdb, "rw", "dead", fmt.Sprintf("2#%d", fairlock.MaxCapacity))
 	readers := []<-chan result{queueFor(t, ctx, m.RLock), queueFor(t, ctx, mustRW(t, stale, "dead").RLock)}
 	reader.Release(ctx)
 	for _, r := range readers {
@@ -492,7 +498,7 @@ func TestKindsScriptFlushAndRestart(t *testing.T) {
 }
 
 // While held and waited for, every key has a TTL; once everyone left, only
-// the fence key is there.
+// the fence key is there, and the Lockers' sessions until they close.
 func TestKindsKeysHaveTTLs(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
@@ -526,6 +532,13 @@ func TestKindsKeysHaveTTLs(t *testing.T) {
 		s.Release(ctx)
 	}
 	for _, k := range checkTTLs("after everyone left") {
+		if !isFence(k) && !isSession(k) {
+			t.Errorf("key %q left behind", k)
+		}
+	}
+	a.Close()
+	b.Close()
+	for _, k := range checkTTLs("after the Lockers closed") {
 		if !isFence(k) {
 			t.Errorf("key %q left behind", k)
 		}
@@ -557,10 +570,10 @@ func TestKindsClose(t *testing.T) {
 			t.Fatalf("lease after Close: %v", s.Err())
 		}
 	}
-	if st, _ := mustSem(t, other, "close", 3).Inspect(ctx); st.InUse != 0 || st.Holders != 0 {
+	if st, _ := mustSem(t, other, "close", 3).Inspect(ctx); st.InUse != 0 || st.Held() {
 		t.Fatalf("semaphore after Close: %+v", st)
 	}
-	if st, _ := mustRW(t, other, "close2").Inspect(ctx); st.Waiters != 0 || !st.Writer {
+	if st, _ := mustRW(t, other, "close2").Inspect(ctx); len(st.Waiters) != 0 || !writerHolds(st) {
 		t.Fatalf("read-write lock after Close: %+v", st)
 	}
 	if _, err := sem.Acquire(ctx, 1); !errors.Is(err, fairlock.ErrClosed) {

@@ -2,33 +2,43 @@ package fairlock
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // A Lease is a held lock, or a semaphore's or read-write lock's grant. It
-// ends when released, or when lost: its renewal failed, it expired, or
-// Redis forgot it. Done and Err tell which. A lease that may be lost can
-// still be used safely by passing Fence to the storage it guards.
+// ends when released, or when lost: its session or record expired, it was
+// ended by force, or Redis forgot it. Done and Err tell which.
+//
+// A holder learns of a loss from its own clock: its lease ends locally a
+// margin (a tenth of the lease TTL) before Redis could let anyone else in,
+// counted from the last renewal Redis answered. A process that is paused
+// or starved for longer than that margin (GC, swap, SIGSTOP, a loaded
+// machine) can still act after its lock passed on; only Fence, passed to
+// the storage the lock guards, protects the resource then.
 type Lease struct {
 	locker  *Locker
 	ref     *lockRef
-	kind    LockKind // what the Acquire asked for, as events report it
+	session *session
+	lock    LockKind // what the Acquire asked for, as events report it
 	permits int
+	group   string
 	token   string
 	fence   int64
+	hasMeta bool // Redis has metadata under token to drop or keep; never changed
 	done    chan struct{}
 
-	mu        sync.Mutex
-	err       error       // nil while held
-	deadline  time.Time   // before it, Redis surely still has the lease
-	expiry    *time.Timer // ends the lease as lost at deadline, whatever the heartbeat is doing
-	claimed   bool        // extended to the full lease TTL at least once
-	releasing bool        // Release was sent: a heartbeat that finds the lock gone is no loss
-	hasMeta   bool        // Redis has metadata under token to drop or keep; never changed, so read without mu
-	granted   time.Time   // when Acquire handed it out, for Event.Held; zero before
+	mu          sync.Mutex
+	err         error       // nil while held
+	recordUntil time.Time   // before it, Redis surely still has the record
+	expiry      *time.Timer // ends the lease at recordUntil, whatever the heartbeat is doing
+	renewAt     time.Time   // when the heartbeat renews the record
+	releasing   bool        // Release was sent: a lease found gone is no loss
+	granted     time.Time   // when Acquire handed it out, for Event.Held; zero before
 }
 
 // Name is the lock's name.
@@ -60,21 +70,18 @@ func (s *Lease) Err() error {
 }
 
 // Release frees the lock, or all of the lease's permits, and grants the
-// waiters at the head of the queue that now fit. It returns
-// ErrNotHeld if the lease was already released or lost, and then changes
-// nothing in Redis. If Redis cannot be reached, the lease still ends here
-// (its renewal stops) and the lock frees itself within the lease TTL.
+// waiters at the head of the queue that now fit. It returns ErrNotHeld if
+// the lease was already released or lost, and then changes nothing in
+// Redis. A reply lost on the way back is asked for once more. If Redis
+// cannot be reached or refuses the call, the lease still ends here and
+// Release returns the error; the Locker frees the lock within a heartbeat
+// of Redis answering again.
 //
 // If Redis refuses to publish the grant notification (the ACL rule lacks
-// the channel pattern), the hand-off is written all the same, since a script
-// keeps the writes made before a failing command, and the next waiter
-// learns of its grant at its next heartbeat. Release then returns an error
-// that says so and matches ErrReleased, as well as Redis's error.
+// the channel pattern), the hand-off is written all the same, and the next
+// waiter learns of its grant at its next heartbeat. Release then returns
+// an error that says so and matches ErrReleased, as well as Redis's error.
 func (s *Lease) Release(ctx context.Context) error {
-	return s.release(ctx)
-}
-
-func (s *Lease) release(ctx context.Context) error {
 	s.mu.Lock()
 	ended := s.err != nil || s.releasing
 	s.releasing = true
@@ -82,25 +89,43 @@ func (s *Lease) release(ctx context.Context) error {
 	if ended {
 		return ErrNotHeld
 	}
-	n, err := s.ref.scripts.release.run(ctx, s.locker.client, s.ref, s.ref.call(s.token, s.ref.notify[0], s.ref.notify[1], metaFlag(s.hasMeta))).Int()
-	switch {
-	case err != nil:
-		s.end(ErrReleased)
-		if notifyRefused(err) {
-			return fmt.Errorf("fairlock: release %s: the lock was handed to the next waiter, but Redis refused to notify it, so it learns of its grant at its next heartbeat (does the ACL rule lack the channel pattern?): %w; %w",
-				quoteName(s.ref.name), err, ErrReleased)
+	args := s.ref.call(s.token, flag(s.hasMeta))
+	n, err := s.ref.kind.scripts.release.run(ctx, s.locker.client, args, once).Int()
+	if err != nil && !isRedisError(err) && ctx.Err() == nil {
+		// The release may have run: a second one that finds nothing to
+		// release is this one's success.
+		if n, err = s.ref.kind.scripts.release.run(ctx, s.locker.client, s.ref.call(s.token, flag(s.hasMeta)), once).Int(); err == nil {
+			n = 1
 		}
-		return fmt.Errorf("fairlock: release %s: %w", quoteName(s.ref.name), err)
+	}
+	switch {
+	case err != nil && notifyRefused(err):
+		s.end(ErrReleased, false)
+		return fmt.Errorf("fairlock: release %s: the lock was handed to the next waiter, but Redis refused to notify it, so it learns of its grant at its next heartbeat (does the ACL rule lack the channel pattern?): %w; %w",
+			quoteName(s.ref.name), err, ErrReleased)
+	case err != nil:
+		// It may not have run (a lost connection, TRYAGAIN during a slot
+		// migration): the heartbeat tries again until Redis answers.
+		s.end(ErrReleased, true)
+		return failed("release", s.ref.name, err)
 	case n == 0:
-		s.end(ErrLost)
+		s.end(ErrLost, false)
 		return ErrNotHeld
 	}
-	s.end(ErrReleased)
+	s.end(ErrReleased, false)
 	return nil
 }
 
-// Extend sets the lease's remaining time to ttl, which may shorten it. With
-// auto-renew on, the heartbeat still keeps at least the lease TTL. It
+// isRedisError tells an error reply of Redis, which means it ran the
+// command, from an error of the network or the client, which may mean it
+// did not.
+func isRedisError(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && !errors.Is(err, redis.ErrClosed)
+}
+
+// Extend sets the lease's remaining time in Redis to ttl, which may shorten
+// it. With auto-renew on, the next heartbeat makes it long again. It
 // returns ErrNotHeld, changing nothing, if the lease was lost.
 func (s *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := checkTTL("extension", ttl); err != nil {
@@ -110,66 +135,80 @@ func (s *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		return ErrNotHeld
 	}
 	sent := time.Now()
-	n, err := s.ref.scripts.extend.run(ctx, s.locker.client, s.ref, s.ref.call(s.token, ttl.Milliseconds(), metaFlag(s.hasMeta))).Int()
+	held, err := s.ref.kind.scripts.extend.run(ctx, s.locker.client, s.ref.call(s.token, ttl.Milliseconds(), flag(s.hasMeta), noArg), retried).Int()
 	if err != nil {
-		return fmt.Errorf("fairlock: extend %s: %w", quoteName(s.ref.name), err)
+		return failed("extend", s.ref.name, err)
 	}
-	if n == 0 {
-		s.end(ErrLost)
+	if held == 0 {
+		s.end(ErrLost, false)
 		return ErrNotHeld
 	}
 	s.mu.Lock()
-	s.setDeadline(sent.Add(ttl))
-	s.claimed = true
+	s.setRecordUntil(sent.Add(ttl), true)
+	if s.locker.cfg.autoRenew {
+		s.renewAt = time.Now()
+	}
 	s.mu.Unlock()
 	return nil
 }
 
-// renewed records a heartbeat that extended the lease.
+// renewed records a heartbeat that renewed the lease's record.
 func (s *Lease) renewed(sent time.Time) {
 	s.mu.Lock()
-	if d := sent.Add(s.locker.cfg.leaseTTL); d.After(s.deadline) {
-		s.setDeadline(d)
-	}
-	s.claimed = true
+	s.setRecordUntil(sent.Add(s.locker.cfg.recordTTL()), false)
+	s.renewAt = sent.Add(s.locker.cfg.keepTTL() / 3)
 	s.mu.Unlock()
 	s.locker.observe(s.event(EventRenewed))
 }
 
-// needsHeartbeat tells whether the next heartbeat should extend the lease:
-// always with auto-renew, else only once, to turn the short grant made on a
-// waiter's behalf into a full lease.
-func (s *Lease) needsHeartbeat() bool {
+// needsRenewal tells whether the heartbeat should renew the record now.
+func (s *Lease) needsRenewal(now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.err == nil && !s.releasing && (s.locker.cfg.autoRenew || !s.claimed)
+	return s.err == nil && !s.releasing && s.locker.cfg.autoRenew && !now.Before(s.renewAt)
 }
 
-// lose ends the lease as lost, unless it is being released: then the lock
+// lose ends the lease as lost, unless it is being released: then a lease
 // found gone is the release's own doing.
 func (s *Lease) lose() {
 	s.mu.Lock()
 	releasing := s.releasing
 	s.mu.Unlock()
 	if !releasing {
-		s.end(ErrLost)
+		s.end(ErrLost, false)
 	}
 }
 
-// setDeadline moves the local end of the lease. A lease is lost at its
-// deadline unless renewed before: a heartbeat stuck on a slow reply cannot
-// delay that. s.mu is held.
-func (s *Lease) setDeadline(d time.Time) {
-	s.deadline = d
-	if s.expiry == nil {
-		s.expiry = time.AfterFunc(time.Until(d), s.lose)
+// vanished ends a lease whose record Redis no longer has. Its metadata
+// may still be there: the Locker withdraws the token, which drops it.
+func (s *Lease) vanished() {
+	s.mu.Lock()
+	releasing := s.releasing
+	s.mu.Unlock()
+	if !releasing {
+		s.end(ErrLost, s.hasMeta)
+	}
+}
+
+// setRecordUntil moves the local end of the record (only later, unless
+// exact). The lease is lost then unless renewed before: a heartbeat stuck
+// on a slow reply cannot delay that. s.mu is held.
+func (s *Lease) setRecordUntil(d time.Time, exact bool) {
+	if !exact && !d.After(s.recordUntil) {
 		return
 	}
-	s.expiry.Reset(time.Until(d))
+	s.recordUntil = d
+	margin := s.locker.cfg.margin()
+	if s.expiry == nil {
+		s.expiry = time.AfterFunc(time.Until(d)-margin, s.lose)
+		return
+	}
+	s.expiry.Reset(time.Until(d) - margin)
 }
 
-// end closes the lease once, with err as its reason.
-func (s *Lease) end(err error) {
+// end closes the lease once, with err as its reason. If withdraw is set,
+// Redis may still hold it: the Locker frees it once Redis answers.
+func (s *Lease) end(err error, withdraw bool) {
 	s.mu.Lock()
 	if s.err != nil {
 		s.mu.Unlock()
@@ -178,18 +217,24 @@ func (s *Lease) end(err error) {
 	s.err = err
 	granted := s.granted
 	close(s.done)
-	s.expiry.Stop()
+	if s.expiry != nil {
+		s.expiry.Stop()
+	}
 	s.mu.Unlock()
 
 	l := s.locker
-	l.mu.Lock()
-	if ll := l.locks[s.ref.key()]; ll != nil {
-		if i := slices.Index(ll.leases, s); i >= 0 {
-			ll.leases = slices.Delete(ll.leases, i, i+1)
-		}
-		l.dropIfIdle(ll)
+	l.books.mu.Lock()
+	if ll := l.books.lockOf(s.ref); ll != nil {
+		delete(ll.leases, s)
+		l.books.dropIfIdle(ll)
 	}
-	l.mu.Unlock()
+	delete(s.session.leases, s)
+	if withdraw {
+		l.books.pending[s.token] = &withdrawal{ref: s.ref, session: s.session, hasMeta: s.hasMeta}
+	} else {
+		s.session.leave()
+	}
+	l.books.mu.Unlock()
 	if granted.IsZero() {
 		return // Acquire gave it up before handing it out, and reports that itself
 	}
@@ -204,5 +249,41 @@ func (s *Lease) end(err error) {
 
 // event starts an Event about s.
 func (s *Lease) event(kind EventKind) Event {
-	return Event{Kind: kind, Name: s.ref.name, Lock: s.kind, Permits: s.permits, Token: s.token}
+	return Event{Kind: kind, Name: s.ref.name, Lock: s.lock, Permits: s.permits, Group: s.group, Token: s.token}
+}
+
+// do runs fn while holding the lease acquire returns, then releases it, on
+// every way out of fn, a panic included (the panic goes on after the
+// release). fn's context is cancelled, with cause ErrLost, if the lease is
+// lost; then the error matches ErrLost, joined with fn's own error.
+func do(ctx context.Context, releaseWithin time.Duration, fn func(ctx context.Context) error, acquire func() (*Lease, error)) (err error) {
+	if fn == nil {
+		return fmt.Errorf("%w: nil function", ErrInvalid)
+	}
+	lease, err := acquire()
+	if err != nil {
+		return err
+	}
+	fnCtx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-lease.Done():
+			cancel(ErrLost)
+		case <-fnCtx.Done():
+		}
+	}()
+	var fnErr error
+	defer func() {
+		cancel(nil)
+		relCtx, relCancel := context.WithTimeout(context.WithoutCancel(ctx), releaseWithin)
+		defer relCancel()
+		relErr := lease.Release(relCtx)
+		if errors.Is(lease.Err(), ErrLost) {
+			err = errors.Join(fnErr, ErrLost)
+			return
+		}
+		err = errors.Join(fnErr, relErr)
+	}()
+	fnErr = fn(fnCtx)
+	return nil
 }

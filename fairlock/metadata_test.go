@@ -40,7 +40,7 @@ func metaFields(t testing.TB, rdb *redis.Client, name string) []string {
 }
 
 // Metadata goes with the waiter, then with its grant, and is shown by
-// Inspect and Queue; each entry goes when its token leaves.
+// Inspect; each entry goes when its token leaves.
 func TestMetadataFollowsWaiterAndGrant(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
@@ -52,15 +52,12 @@ func TestMetadataFollowsWaiterAndGrant(t *testing.T) {
 	leaving, leave := context.WithCancel(ctx)
 	third := queueBehind(t, leaving, newLocker(t, srv.Client(t)), "m", fairlock.WithMetadata("job 9"))
 
-	if st, err := l.Inspect(ctx, "m"); err != nil || st.Metadata != "host a, job 7" {
-		t.Fatalf("Inspect: %+v, %v", st, err)
-	}
-	q, err := l.Queue(ctx, "m")
+	st, err := l.Inspect(ctx, fairlock.LockMutex, "m")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.Metadata != "host a, job 7" || len(q.Queue) != 3 || q.Queue[0].Metadata != "job 8" || q.Queue[1].Metadata != "" || q.Queue[2].Metadata != "job 9" {
-		t.Fatalf("Queue: %+v", q)
+	if st.Holders[0].Metadata != "host a, job 7" || len(st.Waiters) != 3 || st.Waiters[0].Metadata != "job 8" || st.Waiters[1].Metadata != "" || st.Waiters[2].Metadata != "job 9" {
+		t.Fatalf("Inspect: %+v", st)
 	}
 	if got := metaFields(t, rdb, "m"); len(got) != 3 {
 		t.Fatalf("metadata stored for %q, want the holder, the first and the third", got)
@@ -70,12 +67,12 @@ func TestMetadataFollowsWaiterAndGrant(t *testing.T) {
 	if r := <-third; !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("cancelled Acquire: %v", r.err)
 	}
-	if got := metaFields(t, rdb, "m"); len(got) != 2 || slices.Contains(got, q.Queue[2].Token) {
+	if got := metaFields(t, rdb, "m"); len(got) != 2 || slices.Contains(got, st.Waiters[2].Token) {
 		t.Fatalf("after the third waiter left: metadata of %q", got)
 	}
 	held.Release(ctx)
 	a, _ := await(t, first, slack)
-	if st, _ := l.Inspect(ctx, "m"); st.Holder != a.Token() || st.Metadata != "job 8" {
+	if st, _ := l.Inspect(ctx, fairlock.LockMutex, "m"); st.Holders[0].Token != a.Token() || st.Holders[0].Metadata != "job 8" {
 		t.Fatalf("Inspect after the hand-off: %+v", st)
 	}
 	if got := metaFields(t, rdb, "m"); len(got) != 1 || got[0] != a.Token() {
@@ -83,7 +80,7 @@ func TestMetadataFollowsWaiterAndGrant(t *testing.T) {
 	}
 	a.Release(ctx)
 	b, _ := await(t, second, slack)
-	if st, _ := l.Inspect(ctx, "m"); st.Holder != b.Token() || st.Metadata != "" {
+	if st, _ := l.Inspect(ctx, fairlock.LockMutex, "m"); st.Holders[0].Token != b.Token() || st.Holders[0].Metadata != "" {
 		t.Fatalf("Inspect of a holder without metadata: %+v", st)
 	}
 	b.Release(ctx)
@@ -94,7 +91,7 @@ func TestMetadataFollowsWaiterAndGrant(t *testing.T) {
 
 // Entries of tokens that leave without a release go too: a dead waiter
 // skipped by a grant, a holder forced out, a holder whose lease vanished
-// (found by its own heartbeat), and one nobody names (found by anyone's).
+// (found by its own heartbeat), and a waiter that lost its place.
 func TestMetadataOfTokensThatLeaveOtherwise(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
@@ -102,15 +99,15 @@ func TestMetadataOfTokensThatLeaveOtherwise(t *testing.T) {
 	l := newLocker(t, srv.Client(t))
 
 	held := mustAcquire(t, l, "d", fairlock.WithMetadata("holder"))
-	expired(t, rdb, "d")
-	rdb.HSet(ctx, metaKey("d"), "gone-locker:1", "dead waiter")
+	gone := goneWaiter(t, rdb, "", "d")
+	rdb.HSet(ctx, metaKey("d"), gone, "dead waiter")
 	next := queueBehind(t, ctx, newLocker(t, srv.Client(t)), "d", fairlock.WithMetadata("next"))
 	held.Release(ctx)
 	s, _ := await(t, next, slack)
 	if got := metaFields(t, rdb, "d"); len(got) != 1 || got[0] != s.Token() {
 		t.Fatalf("after a grant that skipped a dead waiter: metadata of %q", got)
 	}
-	if _, err := l.ForceRelease(ctx, "d", s.Token()); err != nil {
+	if _, err := l.ForceRelease(ctx, fairlock.LockMutex, "d", s.Token()); err != nil {
 		t.Fatal(err)
 	}
 	if got := metaFields(t, rdb, "d"); len(got) != 0 {
@@ -124,37 +121,35 @@ func TestMetadataOfTokensThatLeaveOtherwise(t *testing.T) {
 	case <-time.After(heartbeat + slack):
 		t.Fatal("lease not lost")
 	}
-	if got := metaFields(t, rdb, "v"); len(got) != 0 {
-		t.Fatalf("after the holder's heartbeat found its lease gone: metadata of %q", got)
+	deadline := time.Now().Add(heartbeat + slack)
+	for len(metaFields(t, rdb, "v")) != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after the holder's heartbeat found its lease gone: metadata of %q", metaFields(t, rdb, "v"))
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 
-	// A waiter that lost its place (its deadline passed in Redis): a grant
-	// skips it, its heartbeat tells it, and it queues anew under a new
-	// token; the old token's entry goes.
+	// A waiter that lost its place (Redis forgot it): its heartbeat tells
+	// it, and it queues anew under a new token; the old token's entry goes.
 	blocker := mustAcquire(t, l, "e")
 	late := newLocker(t, srv.Client(t))
 	claim := queueBehind(t, ctx, late, "e", fairlock.WithMetadata("late"))
-	rdb.ZAdd(ctx, "fairlock:{e}:alive", redis.Z{Score: 1, Member: metaFields(t, rdb, "e")[0]})
-	blocker.Release(ctx) // skips the waiter, now dead in Redis; it queues again
+	old := metaFields(t, rdb, "e")[0]
+	rdb.ZRem(ctx, "fairlock:{e}:order", old)
+	rdb.LRem(ctx, "fairlock:{e}:queue", 1, old)
+	deadline = time.Now().Add(heartbeat + slack)
+	for slices.Contains(metaFields(t, rdb, "e"), old) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the metadata of a waiter that lost its place outlived a heartbeat: %q", metaFields(t, rdb, "e"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	blocker.Release(ctx)
 	s2, _ := await(t, claim, heartbeat+slack)
 	if got := metaFields(t, rdb, "e"); len(got) != 1 || got[0] != s2.Token() {
 		t.Fatalf("after a lost place and a new one: metadata of %q, lease %s", got, s2.Token())
 	}
 	s2.Release(ctx)
-
-	// A holder that died: its entry is named by nobody, and goes at the
-	// next heartbeat of whoever uses the lock.
-	current := mustAcquire(t, l, "v")
-	rdb.HSet(ctx, metaKey("v"), "crashed-locker:1", "died holding")
-	rdb.PExpire(ctx, metaKey("v"), time.Minute)
-	deadline := time.Now().Add(heartbeat + slack)
-	for len(metaFields(t, rdb, "v")) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("a dead holder's metadata outlived a heartbeat: %q", metaFields(t, rdb, "v"))
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	current.Release(ctx)
 }
 
 // countCommands counts what a client sends.
@@ -204,17 +199,19 @@ func TestMetadataTooLong(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryAcquire with MaxMetadataLen bytes of metadata: %v", err)
 	}
-	if st, _ := l.Inspect(ctx, "long"); st.Metadata != long[1:] {
-		t.Errorf("Inspect shows %d bytes of metadata, want %d", len(st.Metadata), len(long)-1)
+	if st, _ := l.Inspect(ctx, fairlock.LockMutex, "long"); st.Holders[0].Metadata != long[1:] {
+		t.Errorf("Inspect shows %d bytes of metadata, want %d", len(st.Holders[0].Metadata), len(long)-1)
 	}
 	s.Release(ctx)
 }
 
-// Without metadata, an uncontended cycle runs exactly the commands it ran
-// before metadata existed: the fast path's EXISTS, SET, INCR and PEXPIRE,
-// and the release script. With it, the acquire script instead of the fast path (it
-// writes the metadata), and four more commands: HSET, PEXPIRE GT and NX on
-// the new hash (keep.lua), and HDEL, which removes the hash again.
+// Without metadata, an uncontended cycle runs the fast path's EXISTS, SET,
+// INCR and PEXPIRE, and the release script's GET, DEL and LINDEX. With it,
+// the acquire script instead of the fast path (it writes the metadata):
+// GET of the session, GET of the lock, ZSCORE and ZCARD of the queue (is
+// the token queued already, does anyone wait), INCR and SET, and for the
+// metadata HSET, PEXPIRE GT and NX on the new hash (keep.lua), and HDEL,
+// which removes the hash again.
 func TestMetadataCostsNoCommandWhenUnset(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
@@ -228,8 +225,8 @@ func TestMetadataCostsNoCommandWhenUnset(t *testing.T) {
 		opts []fairlock.AcquireOption
 		want string
 	}{
-		{nil, "del=10 evalsha=10 exists=10 get=10 incr=10 lpop=10 pexpire=10 set=10"},
-		{[]fairlock.AcquireOption{fairlock.WithMetadata("job 7")}, "del=10 evalsha=20 exists=10 get=10 hdel=10 hset=10 incr=10 lpop=10 pexpire=20 set=10"},
+		{nil, "del=10 evalsha=10 exists=10 get=10 incr=10 lindex=10 pexpire=10 set=10"},
+		{[]fairlock.AcquireOption{fairlock.WithMetadata("job 7")}, "del=10 evalsha=20 get=30 hdel=10 hset=10 incr=10 lindex=10 pexpire=20 set=10 zcard=10 zscore=10"},
 	} {
 		rdb.ConfigResetStat(ctx)
 		for range 10 {

@@ -2,7 +2,7 @@ package fairlock
 
 import (
 	"context"
-	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -15,11 +15,30 @@ import (
 // broadcast to every node, so there each lock has its own channel per
 // Locker, "prefix:{name}:notify:<locker id>" ("prefix:{name}:sem:notify:..."
 // for a semaphore, "rw:" for a read-write lock), in the lock's slot, and
-// the scripts SPUBLISH: the message stays on the
-// shard that owns the lock. A Locker then keeps one pub/sub connection per
-// shard it waits on, and drops channels of locks it no longer uses.
+// the scripts SPUBLISH: the message stays on the shard that owns the lock.
+// A Locker then keeps one pub/sub connection per shard it waits on, and
+// drops channels of locks it no longer uses.
+//
+// Notifications are hints: a waiter whose message is lost learns of its
+// grant at its next heartbeat.
 
-// subscription is one channel this Locker listens on.
+// A notifier keeps a Locker's subscriptions. Its mutex guards its maps
+// only: no network call is made under it.
+type notifier struct {
+	client  redis.UniversalClient
+	cluster *redis.ClusterClient // nil off Cluster
+	period  time.Duration        // the Locker's heartbeat
+	deliver func(payload string) // hands a message's grants to the waiters
+	lost    func()               // messages may have been lost: ask for a heartbeat
+	stopped <-chan struct{}
+	bg      *sync.WaitGroup
+
+	mu    sync.Mutex
+	subs  map[string]*subscription // by channel
+	conns map[string]*pubsubConn   // by shard primary's address ("" off Cluster)
+}
+
+// subscription is one channel the Locker listens on.
 type subscription struct {
 	name      string // lock name ("" for the one channel off Cluster)
 	node      string // address of the shard's primary ("" off Cluster)
@@ -29,50 +48,66 @@ type subscription struct {
 	err       error
 }
 
-// notifyArgs returns the command and channel prefix the scripts use to
-// notify a waiter of the lock with these keys; the waiter's Locker id
-// completes the channel.
-func (l *Locker) notifyArgs(keys []string) (cmd, prefix string) {
-	if l.sharded {
-		// keys[3] is the fence key: "prefix:{name}:" and the key space.
-		return "SPUBLISH", strings.TrimSuffix(keys[3], "fence") + "notify:"
-	}
-	return "PUBLISH", l.notifyPrefix
+// pubsubConn is one pub/sub connection; its listener starts after its
+// first subscription, which picks its Cluster node.
+type pubsubConn struct {
+	ps        *redis.PubSub
+	listening bool
 }
 
-// subscribe makes sure this Locker listens on the channel of the lock,
-// before a waiter queues on it, so that no grant message can come before
-// the listener. A confirmation slower than a heartbeat is not waited for:
-// the heartbeat finds grants whose message was missed. A refusal (the ACL
-// rule lacks the channel) is Redis's error at once, not a heartbeat later.
-func (l *Locker) subscribe(ctx context.Context, ref *lockRef) error {
-	channel := ref.channel
+func newNotifier(client redis.UniversalClient, period time.Duration, stopped <-chan struct{}, bg *sync.WaitGroup, deliver func(string), lost func()) *notifier {
+	n := &notifier{client: client, period: period, deliver: deliver, lost: lost, stopped: stopped, bg: bg,
+		subs: map[string]*subscription{}, conns: map[string]*pubsubConn{}}
+	n.cluster, _ = client.(*redis.ClusterClient)
+	return n
+}
+
+func newSubscription(name, node string) *subscription {
+	return &subscription{name: name, node: node, lastUsed: time.Now(), confirmed: make(chan struct{}), refused: make(chan struct{})}
+}
+
+// subscribe makes sure the Locker listens on ref's channel, before a
+// waiter queues on it, so that no grant message can come before the
+// listener. A confirmation slower than a heartbeat is not waited for: the
+// heartbeat finds grants whose message was missed. A refusal (the ACL rule
+// lacks the channel) is Redis's error at once, not a heartbeat later.
+func (n *notifier) subscribe(ctx context.Context, ref *lockRef) error {
 	node, name := "", ""
-	if cc, ok := l.client.(*redis.ClusterClient); ok {
-		primary, err := cc.MasterForKey(ctx, ref.keys[0])
+	if n.cluster != nil {
+		primary, err := n.cluster.MasterForKey(ctx, ref.keys[0])
 		if err != nil {
 			return err
 		}
 		node, name = primary.Options().Addr, ref.name
 	}
-	l.subMu.Lock()
-	sub := l.subs[channel]
-	if sub == nil {
+	n.mu.Lock()
+	sub := n.subs[ref.channel]
+	fresh := sub == nil
+	if fresh {
 		sub = newSubscription(name, node)
-		if err := l.listenOn(ctx, node, channel); err != nil {
-			l.subMu.Unlock()
-			return err
-		}
-		l.subs[channel] = sub
+		n.subs[ref.channel] = sub
 	}
 	sub.lastUsed = time.Now()
-	l.subMu.Unlock()
+	n.mu.Unlock()
+	if fresh {
+		// In the background: a new connection's dial must not hold up the
+		// Acquire longer than a heartbeat, which finds grants meanwhile.
+		n.bg.Add(1)
+		go func() {
+			defer n.bg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), n.period)
+			defer cancel()
+			if err := n.listenOn(ctx, node, ref.channel); err != nil {
+				n.forget(ref.channel, sub)
+			}
+		}()
+	}
 	select {
 	case <-sub.confirmed:
 		return nil
 	default:
 	}
-	timer := time.NewTimer(l.heartbeat)
+	timer := time.NewTimer(n.period)
 	defer timer.Stop()
 	select {
 	case <-sub.confirmed:
@@ -85,34 +120,54 @@ func (l *Locker) subscribe(ctx context.Context, ref *lockRef) error {
 	return nil
 }
 
-func newSubscription(name, node string) *subscription {
-	return &subscription{name: name, node: node, confirmed: make(chan struct{}), refused: make(chan struct{})}
+// forget drops sub, if it is still channel's.
+func (n *notifier) forget(channel string, sub *subscription) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.subs[channel] == sub {
+		delete(n.subs, channel)
+	}
 }
 
 // listenOn subscribes channel on the connection to node, opening it (and
-// its listener goroutine) if needed. The first channel goes with the
-// connection: go-redis picks a Cluster node by it. l.subMu is held.
-func (l *Locker) listenOn(ctx context.Context, node, channel string) error {
+// its listener) if needed.
+func (n *notifier) listenOn(ctx context.Context, node, channel string) error {
 	select {
-	case <-l.stopped:
+	case <-n.stopped:
 		return ErrClosed
 	default:
 	}
-	if ps := l.conns[node]; ps != nil {
-		if l.sharded {
-			return ps.SSubscribe(ctx, channel)
+	n.mu.Lock()
+	c := n.conns[node]
+	if c == nil {
+		// A connection without a channel dials nothing yet: its first
+		// subscription picks its Cluster node.
+		c = &pubsubConn{}
+		if n.cluster != nil {
+			c.ps = n.cluster.SSubscribe(ctx)
+		} else {
+			c.ps = n.client.Subscribe(ctx)
 		}
-		return ps.Subscribe(ctx, channel)
+		n.conns[node] = c
 	}
-	var ps *redis.PubSub
-	if cc, ok := l.client.(*redis.ClusterClient); ok {
-		ps = cc.SSubscribe(ctx, channel)
+	n.mu.Unlock()
+	// A write that fails (a slow or broken connection) is not the
+	// subscription's end: the PubSub keeps the channel and subscribes it
+	// again when its listener reconnects, and the heartbeat finds grants
+	// meanwhile. Redis's refusal comes as a reply, to the listener.
+	if n.cluster != nil {
+		c.ps.SSubscribe(ctx, channel) //nolint:errcheck // see above
 	} else {
-		ps = l.client.Subscribe(ctx, channel)
+		c.ps.Subscribe(ctx, channel) //nolint:errcheck // see above
 	}
-	l.conns[node] = ps
-	l.bg.Add(1)
-	go l.listen(ps, node)
+	n.mu.Lock()
+	start := !c.listening && n.conns[node] == c
+	c.listening = true
+	n.mu.Unlock()
+	if start {
+		n.bg.Add(1)
+		go n.listen(c.ps, node)
+	}
 	return nil
 }
 
@@ -122,113 +177,107 @@ func (l *Locker) listenOn(ctx context.Context, node, channel string) error {
 // On Cluster go-redis would resubscribe all of a shard's channels in one
 // SSUBSCRIBE, which Redis refuses when they span slots, and it does not
 // follow a slot that moved: there a broken connection is replaced instead.
-func (l *Locker) listen(ps *redis.PubSub, node string) {
-	defer l.bg.Done()
+func (n *notifier) listen(ps *redis.PubSub, node string) {
+	defer n.bg.Done()
 	for {
 		msg, err := ps.Receive(context.Background())
 		if err != nil {
 			if redis.HasErrorPrefix(err, "NOPERM") {
 				// A refused subscription; the connection itself is sound.
-				l.refused(node, err)
+				n.refused(node, err)
 				continue
 			}
 			select {
-			case <-l.stopped:
+			case <-n.stopped:
 				return
 			case <-time.After(10 * time.Millisecond):
 			}
-			if l.sharded {
-				l.replaceConn(node, ps)
+			if n.cluster != nil {
+				n.replaceConn(node, ps)
 				return
 			}
 			continue
 		}
 		switch m := msg.(type) {
 		case *redis.Message:
-			l.mu.Lock()
-			parseGrants(m.Payload, func(token string, fence int64) {
-				if w := l.waiters[token]; w != nil {
-					deliver(w, fence)
-				}
-			})
-			l.mu.Unlock()
+			n.deliver(m.Payload)
 		case *redis.Subscription:
 			if m.Kind == "sunsubscribe" {
-				// Not asked for (dropIdleChannels forgets a channel first):
-				// its slot moved to another shard.
-				l.resubscribe([]string{m.Channel})
+				// Not asked for (dropIdle forgets a channel first): its slot
+				// moved to another shard.
+				n.resubscribe([]string{m.Channel})
 				continue
 			}
-			l.confirmed(m.Channel)
+			n.confirmed(m.Channel)
 		}
 	}
 }
 
 // replaceConn closes a shard's broken connection and subscribes its
 // channels again, each on the shard that now owns its slot.
-func (l *Locker) replaceConn(node string, ps *redis.PubSub) {
+func (n *notifier) replaceConn(node string, ps *redis.PubSub) {
 	ps.Close()
-	if cc, ok := l.client.(*redis.ClusterClient); ok {
-		ctx, cancel := context.WithTimeout(context.Background(), l.heartbeat)
-		cc.ReloadState(ctx) // a failover moved slots without telling us
-		cancel()
-	}
-	l.subMu.Lock()
-	if l.conns[node] == ps {
-		delete(l.conns, node)
+	ctx, cancel := context.WithTimeout(context.Background(), n.period)
+	n.cluster.ReloadState(ctx) // a failover moved slots without telling us
+	cancel()
+	n.mu.Lock()
+	if c := n.conns[node]; c != nil && c.ps == ps {
+		delete(n.conns, node)
 	}
 	var channels []string
-	for channel, sub := range l.subs {
+	for channel, sub := range n.subs {
 		if sub.node == node {
 			channels = append(channels, channel)
 		}
 	}
-	l.subMu.Unlock()
-	l.resubscribe(channels)
+	n.mu.Unlock()
+	n.resubscribe(channels)
 }
 
 // resubscribe subscribes channels again on the shards that own them now,
 // for the locks still in use, and asks for a heartbeat to find grants
 // whose message was lost meanwhile.
-func (l *Locker) resubscribe(channels []string) {
-	defer l.kickHeartbeat()
-	cc, ok := l.client.(*redis.ClusterClient)
-	if !ok {
+func (n *notifier) resubscribe(channels []string) {
+	defer n.lost()
+	if n.cluster == nil {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), l.heartbeat)
+	ctx, cancel := context.WithTimeout(context.Background(), n.period)
 	defer cancel()
-	l.subMu.Lock()
-	defer l.subMu.Unlock()
 	for _, channel := range channels {
-		sub := l.subs[channel]
+		n.mu.Lock()
+		sub := n.subs[channel]
+		delete(n.subs, channel)
+		n.mu.Unlock()
 		if sub == nil {
 			continue
 		}
-		delete(l.subs, channel)
-		primary, err := cc.MasterForKey(ctx, lockKeys(l.cfg.prefix, spaceMutex, sub.name)[0])
+		primary, err := n.cluster.MasterForKey(ctx, lockKeys("", spaceMutex, sub.name)[0])
 		if err != nil {
 			continue // the next Acquire of this lock subscribes again
 		}
 		moved := newSubscription(sub.name, primary.Options().Addr)
 		moved.lastUsed = sub.lastUsed
-		if l.listenOn(ctx, moved.node, channel) == nil {
-			l.subs[channel] = moved
+		n.mu.Lock()
+		n.subs[channel] = moved
+		n.mu.Unlock()
+		if n.listenOn(ctx, moved.node, channel) != nil {
+			n.forget(channel, moved)
 		}
 	}
 }
 
 // confirmed records Redis's confirmation of a subscription.
-func (l *Locker) confirmed(channel string) {
-	l.subMu.Lock()
-	defer l.subMu.Unlock()
-	sub := l.subs[channel]
+func (n *notifier) confirmed(channel string) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	sub := n.subs[channel]
 	if sub == nil {
 		return
 	}
 	select {
 	case <-sub.confirmed:
-		l.kickHeartbeat() // a resubscription: messages may have been lost
+		n.lost() // a resubscription: messages may have been lost
 	default:
 		close(sub.confirmed)
 	}
@@ -239,10 +288,10 @@ func (l *Locker) confirmed(channel string) {
 // that is still unconfirmed fails; they all share the key prefix, so the
 // ACL rule refuses all of them alike. They are forgotten, and the next
 // Acquire of their locks subscribes anew.
-func (l *Locker) refused(node string, err error) {
-	l.subMu.Lock()
-	defer l.subMu.Unlock()
-	for channel, sub := range l.subs {
+func (n *notifier) refused(node string, err error) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	for channel, sub := range n.subs {
 		if sub.node != node {
 			continue
 		}
@@ -253,45 +302,49 @@ func (l *Locker) refused(node string, err error) {
 		}
 		sub.err = err
 		close(sub.refused)
-		delete(l.subs, channel)
+		delete(n.subs, channel)
 	}
 }
 
-// dropIdleChannels unsubscribes the per-lock channels (on Cluster) of locks
-// this Locker has not used for a heartbeat period, so that a process that
-// touches many names does not listen on all of them forever.
-func (l *Locker) dropIdleChannels() {
-	if !l.sharded {
+// dropIdle unsubscribes the per-lock channels (on Cluster) of locks not in
+// use for a heartbeat period, so that a process that touches many names
+// does not listen on all of them forever.
+func (n *notifier) dropIdle(inUse func(name string) bool) {
+	if n.cluster == nil {
 		return
 	}
-	l.mu.Lock()
-	active := make(map[string]bool, len(l.locks))
-	for key := range l.locks {
-		active[key.name] = true
+	type idle struct {
+		ps      *redis.PubSub
+		channel string
 	}
-	l.mu.Unlock()
-	l.subMu.Lock()
-	defer l.subMu.Unlock()
-	for channel, sub := range l.subs {
-		if !active[sub.name] && time.Since(sub.lastUsed) > l.heartbeat {
-			delete(l.subs, channel)
-			ps := l.conns[sub.node]
-			if ps == nil {
-				continue // its connection broke and was replaced: nothing is subscribed there
+	var drop []idle
+	n.mu.Lock()
+	for channel, sub := range n.subs {
+		if !inUse(sub.name) && time.Since(sub.lastUsed) > n.period {
+			delete(n.subs, channel)
+			if c := n.conns[sub.node]; c != nil {
+				drop = append(drop, idle{c.ps, channel})
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), l.heartbeat)
-			ps.SUnsubscribe(ctx, channel) //nolint:errcheck // a channel left behind only costs a message nobody reads
-			cancel()
 		}
+	}
+	n.mu.Unlock()
+	for _, d := range drop {
+		ctx, cancel := context.WithTimeout(context.Background(), n.period)
+		d.ps.SUnsubscribe(ctx, d.channel) //nolint:errcheck // a channel left behind only costs a message nobody reads
+		cancel()
 	}
 }
 
-// closeSubscriptions closes every pub/sub connection.
-func (l *Locker) closeSubscriptions() error {
-	l.subMu.Lock()
-	defer l.subMu.Unlock()
+// close closes every pub/sub connection.
+func (n *notifier) close() error {
+	n.mu.Lock()
+	conns := make([]*redis.PubSub, 0, len(n.conns))
+	for _, c := range n.conns {
+		conns = append(conns, c.ps)
+	}
+	n.mu.Unlock()
 	var first error
-	for _, ps := range l.conns {
+	for _, ps := range conns {
 		if err := ps.Close(); err != nil && first == nil {
 			first = err
 		}

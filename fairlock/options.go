@@ -28,12 +28,13 @@ const (
 )
 
 type config struct {
-	leaseTTL  time.Duration
-	waiterTTL time.Duration
-	autoRenew bool
-	prefix    string
-	observer  func(Event)
-	logger    *slog.Logger
+	leaseTTL       time.Duration
+	waiterTTL      time.Duration
+	autoRenew      bool
+	prefix         string
+	observer       func(Event)
+	logger         *slog.Logger
+	unsafeEviction bool
 
 	replicas       int // WithReplicaAck
 	replicaTimeout time.Duration
@@ -121,6 +122,18 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// WithUnsafeEviction lets the Locker use a Redis that may evict keys
+// (maxmemory set with a maxmemory-policy other than noeviction), which it
+// refuses otherwise with ErrUnsafeEviction. An evicted key can let a second
+// holder in while the first still runs, and lose waiters' places; fencing
+// is then what protects the resource. The Locker logs one warning.
+func WithUnsafeEviction() Option {
+	return func(c *config) error {
+		c.unsafeEviction = true
+		return nil
+	}
+}
+
 // check validates the options together, once all are applied.
 func (c *config) check() error {
 	if hb := heartbeatOf(c.leaseTTL, c.waiterTTL); hb < MinHeartbeat {
@@ -134,6 +147,37 @@ func (c *config) check() error {
 func heartbeatOf(leaseTTL, waiterTTL time.Duration) time.Duration {
 	return min(leaseTTL, waiterTTL) / 3
 }
+
+// heartbeat is the Locker's period: it renews its session (so its leases
+// and waiters) and checks its waiters once per period.
+func (c *config) heartbeat() time.Duration { return heartbeatOf(c.leaseTTL, c.waiterTTL) }
+
+// waitTTL is how long the session keeps its waiters alive after its last
+// renewal: never longer than its leases, so that a waiter granted a lock
+// is a live holder.
+func (c *config) waitTTL() time.Duration { return min(c.waiterTTL, c.leaseTTL) }
+
+// keepTTL is how long the records of a lock live after their last write:
+// the lock's keys, and the record of a lease with auto-renew. Liveness comes
+// from the session, renewed every heartbeat; a record only has to outlive
+// it, so it is renewed every keepTTL/3, which makes holding many locks
+// cheap. A dead session's records are ignored by everyone long before they
+// expire.
+func (c *config) keepTTL() time.Duration { return 30 * max(c.leaseTTL, c.waiterTTL) }
+
+// recordTTL is the TTL of a grant's record: keepTTL with auto-renew, else
+// the lease TTL, which then ends the lease unless Extend is called.
+func (c *config) recordTTL() time.Duration {
+	if c.autoRenew {
+		return c.keepTTL()
+	}
+	return c.leaseTTL
+}
+
+// margin is how much sooner than Redis a holder ends its lease when
+// renewals fail: a holder that is not paused for longer than this learns of
+// the loss before anyone else can be granted (see Lease).
+func (c *config) margin() time.Duration { return c.leaseTTL / 10 }
 
 func checkTTL(what string, d time.Duration) error {
 	if d < time.Millisecond {
@@ -149,6 +193,8 @@ type acquireConfig struct {
 	onQueued   func(position int)
 	onPosition func(position int)
 	metadata   string
+	group      string
+	hasGroup   bool
 }
 
 // OnQueued calls fn each time the call joins the queue, with its position
@@ -181,4 +227,42 @@ const MaxMetadataLen = 4 << 10
 // ErrInvalid before any Redis call; "" stores nothing, at no cost.
 func WithMetadata(s string) AcquireOption {
 	return func(c *acquireConfig) { c.metadata = s }
+}
+
+// MaxGroupLen is the longest group name, in bytes, that WithGroup accepts.
+const MaxGroupLen = 256
+
+// WithGroup makes a semaphore request part of group, a tenant or a
+// customer, for fair share across groups: when permits come free, the next
+// grant goes to the group that holds the fewest permits now, and among
+// those to the one served least recently (a group never served first).
+// Within a group, requests are granted in strict FIFO order, and a group's
+// head that does not fit holds up everyone, so a large request is never
+// starved. Requests without a group form one group of their own. The
+// mutex and the read-write lock take no groups: Acquire returns
+// ErrInvalid. The name is at most MaxGroupLen bytes and not empty.
+func WithGroup(name string) AcquireOption {
+	return func(c *acquireConfig) { c.group, c.hasGroup = name, true }
+}
+
+// A SemaphoreOption configures a Semaphore in Locker.Semaphore.
+type SemaphoreOption func(*semaphoreConfig) error
+
+type semaphoreConfig struct {
+	groupLimit int
+}
+
+// WithGroupLimit caps the permits any one group (WithGroup) may hold at
+// once at k, even while the other groups are idle; requests without a
+// group count as one group. Every process must use the same limit for a
+// name, as with the capacity: while the semaphore is in use, an Acquire
+// with another limit fails with ErrInvalid.
+func WithGroupLimit(k int) SemaphoreOption {
+	return func(c *semaphoreConfig) error {
+		if k < 1 {
+			return fmt.Errorf("%w: group limit %d is below 1", ErrInvalid, k)
+		}
+		c.groupLimit = k
+		return nil
+	}
 }

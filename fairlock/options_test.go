@@ -47,7 +47,7 @@ func TestBadInput(t *testing.T) {
 	if _, err := l.Acquire(ctx, ""); !errors.Is(err, fairlock.ErrInvalid) {
 		t.Errorf("Acquire(\"\"): %v", err)
 	}
-	if _, err := l.Inspect(ctx, ""); !errors.Is(err, fairlock.ErrInvalid) {
+	if _, err := l.Inspect(ctx, fairlock.LockMutex, ""); !errors.Is(err, fairlock.ErrInvalid) {
 		t.Errorf("Inspect(\"\"): %v", err)
 	}
 	s, err := l.Acquire(ctx, "x")
@@ -145,9 +145,10 @@ func TestLongNames(t *testing.T) {
 		"Acquire":      func(n string) error { _, err := l.Acquire(ctx, n); return err },
 		"TryAcquire":   func(n string) error { _, err := l.TryAcquire(ctx, n); return err },
 		"Do":           func(n string) error { return l.Do(ctx, n, do) },
-		"Inspect":      func(n string) error { _, err := l.Inspect(ctx, n); return err },
-		"Queue":        func(n string) error { _, err := l.Queue(ctx, n); return err },
-		"ForceRelease": func(n string) error { _, err := l.ForceRelease(ctx, n, ""); return err },
+		"Inspect":      func(n string) error { _, err := l.Inspect(ctx, fairlock.LockSemaphore, n); return err },
+		"ForceRelease": func(n string) error { _, err := l.ForceRelease(ctx, fairlock.LockRWMutex, n, ""); return err },
+		"Mutex":        func(n string) error { _, err := l.Mutex(n); return err },
+		"Semaphore":    func(n string) error { _, err := l.Semaphore(n, 2); return err },
 	} {
 		for _, name := range []string{huge, strings.Repeat("y", fairlock.MaxNameLen+1), ""} {
 			err := call(name)

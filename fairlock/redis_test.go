@@ -222,9 +222,8 @@ func TestTryAcquireNeverJumpsTheQueue(t *testing.T) {
 		t.Fatalf("TryAcquire with a waiter queued: %v", err)
 	}
 	s, _ := await(t, waiting, 2*time.Second)
-	st, _ := c.Inspect(ctx, "try")
-	if st.Holder != s.Token() {
-		t.Fatalf("holder %q, want the waiter %q", st.Holder, s.Token())
+	if h := holderOf(t, c, "try"); h != s.Token() {
+		t.Fatalf("holder %q, want the waiter %q", h, s.Token())
 	}
 	s.Release(ctx)
 	<-held.Done()
@@ -246,8 +245,8 @@ func TestCancelledWaiterLeavesAtOnce(t *testing.T) {
 	if !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("cancelled Acquire: %v, want context.Canceled", r.err)
 	}
-	if st, _ := a.Inspect(ctx, "cancel"); st.Waiters != 1 {
-		t.Fatalf("%d waiters after cancel, want 1", st.Waiters)
+	if st, _ := a.Inspect(ctx, fairlock.LockMutex, "cancel"); len(st.Waiters) != 1 {
+		t.Fatalf("%d waiters after cancel, want 1", len(st.Waiters))
 	}
 	held.Release(ctx)
 	s, took := await(t, cw, slack)
@@ -255,18 +254,14 @@ func TestCancelledWaiterLeavesAtOnce(t *testing.T) {
 	s.Release(ctx)
 }
 
-// deadWaiter puts a waiter in the queue whose process is gone: nobody will
-// heartbeat it. It returns its token.
+// deadWaiter puts a waiter in the queue whose process is gone: its
+// session lives a waiter TTL more, and nobody renews it. It returns its
+// token.
 func deadWaiter(t testing.TB, rdb *redis.Client, name string, n int) string {
 	t.Helper()
 	ctx := context.Background()
-	now, err := rdb.Time(ctx).Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := fmt.Sprintf("dead-locker:%d", n)
-	rdb.RPush(ctx, "fairlock:{"+name+"}:queue", token)
-	rdb.ZAdd(ctx, "fairlock:{"+name+"}:alive", redis.Z{Score: float64(now.Add(waiterTTL).UnixMilli()), Member: token})
+	session := liveSession(t, rdb, fmt.Sprintf("dead-locker-%d.1", n), waiterTTL)
+	token := session + ":1"
 	last, err := rdb.ZRangeWithScores(ctx, "fairlock:{"+name+"}:order", -1, -1).Result()
 	if err != nil {
 		t.Fatal(err)
@@ -275,10 +270,8 @@ func deadWaiter(t testing.TB, rdb *redis.Client, name string, n int) string {
 	if len(last) > 0 {
 		order = last[0].Score + 1
 	}
+	rdb.RPush(ctx, "fairlock:{"+name+"}:queue", token)
 	rdb.ZAdd(ctx, "fairlock:{"+name+"}:order", redis.Z{Score: order, Member: token})
-	for _, k := range []string{"queue", "alive", "order"} {
-		rdb.PExpire(ctx, "fairlock:{"+name+"}:"+k, waiterTTL)
-	}
 	return token
 }
 
@@ -433,9 +426,22 @@ func mustBeLost(t testing.TB, ctx context.Context, l *fairlock.Locker, old, curr
 	if err := old.Extend(ctx, time.Second); !errors.Is(err, fairlock.ErrNotHeld) {
 		t.Fatalf("old holder's Extend: %v, want ErrNotHeld", err)
 	}
-	if st, _ := l.Inspect(ctx, old.Name()); st.Holder != current.Token() {
-		t.Fatalf("the old holder's calls changed the new holder: %+v", st)
+	if h := holderOf(t, l, old.Name()); h != current.Token() {
+		t.Fatalf("the old holder's calls changed the new holder: %q", h)
 	}
+}
+
+// holderOf is the token that holds the mutex called name, "" if none.
+func holderOf(t testing.TB, l *fairlock.Locker, name string) string {
+	t.Helper()
+	st, err := l.Inspect(context.Background(), fairlock.LockMutex, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Held() {
+		return ""
+	}
+	return st.Holders[0].Token
 }
 
 func TestAutoRenewKeepsTheLease(t *testing.T) {
@@ -563,8 +569,8 @@ func TestCloseEndsWaitersAndReleases(t *testing.T) {
 		t.Fatalf("held lease after Close: %v", held.Err())
 	}
 	for _, name := range []string{"close-a", "close-b"} {
-		st, _ := other.Inspect(ctx, name)
-		if st.Waiters != 0 || (name == "close-a" && st.Held) {
+		st, _ := other.Inspect(ctx, fairlock.LockMutex, name)
+		if len(st.Waiters) != 0 || (name == "close-a" && st.Held()) {
 			t.Fatalf("%s after Close: %+v", name, st)
 		}
 	}
@@ -591,7 +597,7 @@ func TestEveryKeyHasATTL(t *testing.T) {
 			t.Errorf("key %q has no TTL (%v)", k, ttl)
 		}
 	}
-	if len(keys) < 6*len(names) {
+	if len(keys) < 5*len(names) {
 		t.Fatalf("%d keys for %d locks: names collided", len(keys), len(names))
 	}
 	a.Close()
@@ -608,7 +614,9 @@ func TestEveryKeyHasATTL(t *testing.T) {
 	}
 }
 
-func isFence(k string) bool { return len(k) > 6 && k[len(k)-6:] == ":fence" }
+func isFence(k string) bool { return strings.HasSuffix(k, ":fence") }
+
+func isSession(k string) bool { return strings.HasPrefix(k, "fairlock:session:") }
 
 func TestHeartbeatIsBatched(t *testing.T) {
 	srv := redistest.Start(t)
@@ -678,17 +686,25 @@ func TestReplicaAck(t *testing.T) {
 	if _, err := greedy.Acquire(ctx, "acked"); !errors.Is(err, fairlock.ErrNotReplicated) {
 		t.Fatalf("two replicas wanted, one present: %v", err)
 	}
-	if st, _ := l.Inspect(ctx, "acked"); st.Held {
-		t.Fatalf("an unreplicated grant was kept: %+v", st)
+	if h := holderOf(t, l, "acked"); h != "" {
+		t.Fatalf("an unreplicated grant was kept: %q", h)
 	}
 }
 
-// liveWaiter queues a waiter with a live deadline whose Locker never
-// heartbeats: it stays at the head until granted. It returns its token.
-func liveWaiter(t testing.TB, rdb *redis.Client, name string) string {
+// liveWaiter queues a waiter whose session lives an hour, of a Locker
+// that never checks on it: it stays at the head until granted. It returns
+// its token.
+func liveWaiter(t testing.TB, rdb *redis.Client, name string, n int) string {
 	t.Helper()
-	token := deadWaiter(t, rdb, name, 99)
-	rdb.ZAdd(context.Background(), "fairlock:{"+name+"}:alive", redis.Z{Score: float64(time.Now().Add(time.Hour).UnixMilli()), Member: token})
+	ctx := context.Background()
+	token := liveSession(t, rdb, fmt.Sprintf("live-locker-%d.1", n), time.Hour) + ":1"
+	last, _ := rdb.ZRangeWithScores(ctx, "fairlock:{"+name+"}:order", -1, -1).Result()
+	order := 1.0
+	if len(last) > 0 {
+		order = last[0].Score + 1
+	}
+	rdb.RPush(ctx, "fairlock:{"+name+"}:queue", token)
+	rdb.ZAdd(ctx, "fairlock:{"+name+"}:order", redis.Z{Score: order, Member: token})
 	return token
 }
 
@@ -699,16 +715,15 @@ func TestFastPathNeverJumpsTheQueue(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 10*time.Second)
-	head := liveWaiter(t, rdb, "fast")
+	head := liveWaiter(t, rdb, "fast", 1)
 	if _, err := newLocker(t, srv.Client(t)).TryAcquire(ctx, "fast"); !errors.Is(err, fairlock.ErrNotAcquired) {
 		t.Fatalf("TryAcquire of a free lock with a waiter queued: %v, want ErrNotAcquired", err)
 	}
-	st, err := newLocker(t, srv.Client(t)).Inspect(ctx, "fast")
-	if err != nil || st.Holder != head {
-		t.Fatalf("after the fast path found a waiter: %+v, %v; want it held by %s", st, err, head)
+	if h := holderOf(t, newLocker(t, srv.Client(t)), "fast"); h != head {
+		t.Fatalf("after the fast path found a waiter: held by %q; want %s", h, head)
 	}
 	rdb.Del(ctx, "fairlock:{fast}:lock")
-	next := liveWaiter(t, rdb, "fast")
+	next := liveWaiter(t, rdb, "fast", 2)
 	out := make(chan result, 1)
 	go func() {
 		s, err := newLocker(t, srv.Client(t)).Acquire(ctx, "fast")
@@ -716,11 +731,12 @@ func TestFastPathNeverJumpsTheQueue(t *testing.T) {
 	}()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if st, _ = newLocker(t, srv.Client(t)).Inspect(ctx, "fast"); st.Holder == next {
+		h := holderOf(t, newLocker(t, srv.Client(t)), "fast")
+		if h == next {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("Acquire's fast path did not hand the lock to the waiter ahead: %+v", st)
+			t.Fatalf("Acquire's fast path did not hand the lock to the waiter ahead: held by %q", h)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -738,8 +754,7 @@ func TestTryAcquireOverDeadEntries(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 10*time.Second)
-	token := deadWaiter(t, rdb, "deadonly", 1)
-	rdb.ZAdd(ctx, "fairlock:{deadonly}:alive", redis.Z{Score: float64(time.Now().Add(-time.Second).UnixMilli()), Member: token})
+	goneWaiter(t, rdb, "", "deadonly")
 	s, err := newLocker(t, srv.Client(t)).TryAcquire(ctx, "deadonly")
 	if err != nil {
 		t.Fatalf("TryAcquire of a free lock with only a dead entry queued: %v", err)

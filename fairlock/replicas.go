@@ -49,17 +49,13 @@ func (l *Locker) awaitReplicas(ctx context.Context, s *Lease) error {
 	if err == nil {
 		err = l.confirmOn(ctx, node.Conn(), s)
 	}
-	if err != nil {
-		s.release(context.WithoutCancel(ctx)) //nolint:errcheck // the grant is given up either way
-		return err
-	}
-	return nil
+	return err
 }
 
 func (l *Locker) confirmOn(ctx context.Context, conn *redis.Conn, s *Lease) error {
 	defer conn.Close()
 	sent := time.Now()
-	held, err := s.ref.scripts.extend.run(ctx, conn, s.ref, s.ref.call(s.token, l.leaseMs, metaFlag(s.hasMeta))).Int()
+	held, err := s.ref.kind.scripts.extend.run(ctx, conn, s.ref.call(s.token, l.cfg.recordTTL().Milliseconds(), flag(s.hasMeta), yesArg), retried).Int()
 	if err != nil {
 		return err
 	}

@@ -2,8 +2,6 @@ package fairlock
 
 import (
 	"context"
-	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/fairlock/fairlock/scripts"
@@ -12,29 +10,28 @@ import (
 
 // A scriptSet is the queue engine's scripts on one holder store.
 type scriptSet struct {
-	acquire, release, cancel, extend, heartbeat *luaScript
+	acquire, release, cancel, extend, heartbeat, snapshot, forceRelease, seed *luaScript
+}
+
+func newScriptSet(s scripts.Set) *scriptSet {
+	return &scriptSet{
+		acquire:      newScript(s.Acquire),
+		release:      newScript(s.Release),
+		cancel:       newScript(s.Cancel),
+		extend:       newScript(s.Extend),
+		heartbeat:    newScript(s.Heartbeat),
+		snapshot:     newScript(s.Snapshot),
+		forceRelease: newScript(s.ForceRelease),
+		seed:         newScript(s.Seed),
+	}
 }
 
 var (
 	// mutexScripts keep the holder in one string key.
-	mutexScripts = scriptSet{
-		acquire:   newScript(scripts.Acquire),
-		release:   newScript(scripts.Release),
-		cancel:    newScript(scripts.Cancel),
-		extend:    newScript(scripts.Extend),
-		heartbeat: newScript(scripts.Heartbeat),
-	}
+	mutexScripts = newScriptSet(scripts.Mutex)
 	// countedScripts keep the holders of a semaphore or read-write lock in
 	// a sorted set, with the permits they hold counted.
-	countedScripts = scriptSet{
-		acquire:   newScript(scripts.CountedAcquire),
-		release:   newScript(scripts.CountedRelease),
-		cancel:    newScript(scripts.CountedCancel),
-		extend:    newScript(scripts.CountedExtend),
-		heartbeat: newScript(scripts.CountedHeartbeat),
-	}
-	inspectScript = newScript(scripts.Inspect)
-	seedScript    = newScript(scripts.Seed)
+	countedScripts = newScriptSet(scripts.Counted)
 )
 
 // A luaScript is one script of package scripts. It runs with EVALSHA and,
@@ -49,99 +46,93 @@ func newScript(src string) *luaScript {
 	return &luaScript{Script: s, sha: s.Hash(), src: src}
 }
 
-// run sends the script with args, made by lockRef.call, on c (a client or
-// a connection).
-func (s *luaScript) run(ctx context.Context, c interface {
-	Do(context.Context, ...any) *redis.Cmd
-}, r *lockRef, args []any) *redis.Cmd {
-	args[0], args[1], args[2] = "evalsha", s.sha, len(r.args)
-	cmd := c.Do(ctx, args...)
+// How a script call runs.
+type runMode int
+
+const (
+	// retried: go-redis may send it again after a lost reply. The scripts
+	// that take are safe to repeat: a second call finds its token's
+	// grant or place and answers as the first did.
+	retried runMode = iota
+	// once: never sent twice by go-redis. A release repeated after a lost
+	// reply would find nothing to release and report the lease lost; its
+	// caller retries knowing it.
+	once
+	// readOnly: EVALSHA_RO, which a read-only ACL rule allows.
+	readOnly
+)
+
+// A caller is a client or a connection.
+type caller interface {
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// onceCmd is a command go-redis does not send again after an error that
+// may have come after Redis ran it.
+type onceCmd struct{ *redis.Cmd }
+
+func (onceCmd) NoRetry() bool { return true }
+
+// run sends the script with args, made by lockRef.call, on c.
+func (s *luaScript) run(ctx context.Context, c caller, args []any, mode runMode) *redis.Cmd {
+	args[0], args[1] = "evalsha", s.sha
+	if mode == readOnly {
+		args[0] = "evalsha_ro"
+	}
+	cmd := s.send(ctx, c, args, mode)
 	if err := cmd.Err(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		args[0], args[1] = "eval", s.src
-		cmd = c.Do(ctx, args...)
+		if mode == readOnly {
+			args[0] = "eval_ro"
+		}
+		cmd = s.send(ctx, c, args, mode)
+	}
+	if err := cmd.Err(); mode == readOnly && err != nil && strings.Contains(err.Error(), "not allowed in read-only scripts") {
+		// miniredis (so fairlocktest) counts TIME as a write; Redis does not.
+		return s.run(ctx, c, args, retried)
+	}
+	return cmd
+}
+
+func (s *luaScript) send(ctx context.Context, c caller, args []any, mode runMode) *redis.Cmd {
+	cmd := redis.NewCmd(ctx, args...)
+	if mode == once {
+		c.Process(ctx, onceCmd{cmd}) //nolint:errcheck // the error is cmd's
+	} else {
+		c.Process(ctx, cmd) //nolint:errcheck // the error is cmd's
 	}
 	return cmd
 }
 
 // Modes of acquire.lua, boxed once: never queue, queue, or queue and count
-// the position (a ZCOUNT, paid only when someone listens for it).
+// the position (paid only when someone listens for it).
 var (
 	modeTry   any = "try"
 	modeWait  any = "wait"
 	modeCount any = "count"
 )
 
-// Metadata as script arguments: acquire.lua takes the string, and
-// release, cancel and extend a flag that says whether there is an entry to
-// drop or keep. Without metadata both are "", boxed once, so such a call
-// allocates nothing more and its scripts run no command for metadata.
+// Flags and empty values as script arguments, boxed once, so that a call
+// without metadata allocates nothing for it and its scripts run no command
+// for it.
 var (
-	noMeta  any = ""
-	hasMeta any = "1"
+	noArg   any = ""
+	yesArg  any = "1"
+	noneArg any = "0"
 )
 
-// noCapacity is the heartbeat's capacity argument for a mutex.
-var noCapacity any = ""
+func flag(on bool) any {
+	if on {
+		return yesArg
+	}
+	return noArg
+}
 
 func metaValue(metadata string) any {
 	if metadata == "" {
-		return noMeta
+		return noArg
 	}
 	return metadata
-}
-
-func metaFlag(has bool) any {
-	if has {
-		return hasMeta
-	}
-	return noMeta
-}
-
-// heartbeatCall is one heartbeat.lua call: one lock of this Locker.
-type heartbeatCall struct {
-	ref       *lockRef
-	capacity  any      // a semaphore's capacity, "" for a mutex
-	holders   []*Lease // leases to renew
-	tokens    []string // waiters
-	positions bool     // count the waiters' places
-	cmd       *redis.Cmd
-}
-
-// runHeartbeats sends every call in one pipeline. A pipeline cannot fall back
-// from EVALSHA to EVAL by itself, so on NOSCRIPT (after SCRIPT FLUSH or a
-// restart) it loads the script and sends the batch once more.
-func (l *Locker) runHeartbeats(ctx context.Context, calls []*heartbeatCall) error {
-	send := func() error {
-		_, err := l.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, c := range calls {
-				positions := "0"
-				if c.positions {
-					positions = "1"
-				}
-				args := make([]any, 0, 7+len(c.holders)+len(c.tokens))
-				args = append(args, l.waiterMs, l.leaseMs, c.ref.notify[0], c.ref.notify[1], positions, c.capacity, len(c.holders))
-				for _, s := range c.holders {
-					args = append(args, s.token)
-				}
-				for _, token := range c.tokens {
-					args = append(args, token)
-				}
-				c.cmd = c.ref.scripts.heartbeat.EvalSha(ctx, p, c.ref.keys, args...)
-			}
-			return nil
-		})
-		return err
-	}
-	err := send()
-	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		for _, set := range []*scriptSet{&mutexScripts, &countedScripts} {
-			if err = set.heartbeat.Load(ctx, l.client).Err(); err != nil {
-				return err
-			}
-		}
-		err = send()
-	}
-	return err
 }
 
 // notifyRefused tells whether err is Redis refusing a script's PUBLISH or
@@ -151,54 +142,4 @@ func (l *Locker) runHeartbeats(ctx context.Context, calls []*heartbeatCall) erro
 func notifyRefused(err error) bool {
 	msg := err.Error()
 	return strings.Contains(msg, "channel") && (strings.Contains(msg, "publish") || strings.Contains(msg, "permissions"))
-}
-
-// parseInts reads a script reply that is an array of integers.
-func parseInts(reply any, n int) ([]int64, error) {
-	arr, ok := reply.([]any)
-	if !ok || (n > 0 && len(arr) != n) {
-		return nil, fmt.Errorf("fairlock: unexpected script reply %v", reply)
-	}
-	out := make([]int64, len(arr))
-	for i, v := range arr {
-		if out[i], ok = v.(int64); !ok {
-			return nil, fmt.Errorf("fairlock: unexpected script reply %v", reply)
-		}
-	}
-	return out, nil
-}
-
-// parseInspect reads inspect.lua's reply.
-func parseInspect(reply any) (holder, meta string, ttlMs, fence, waiters int64, err error) {
-	arr, ok := reply.([]any)
-	if ok && len(arr) == 5 {
-		holder, ok = arr[0].(string)
-		nums, nerr := parseInts(arr[1:4], 3)
-		var mok bool
-		meta, mok = arr[4].(string)
-		if ok && mok && nerr == nil {
-			return holder, meta, nums[0], nums[1], nums[2], nil
-		}
-	}
-	return "", "", 0, 0, 0, fmt.Errorf("fairlock: unexpected inspect reply %v", reply)
-}
-
-// parseGrants reads a grant notification, "token fence token fence ...",
-// and calls fn for each grant, in order. It stops at the first malformed
-// pair and reports whether there was none.
-func parseGrants(payload string, fn func(token string, fence int64)) bool {
-	for payload != "" {
-		token, rest, ok := strings.Cut(payload, " ")
-		if !ok || token == "" {
-			return false
-		}
-		f, next, _ := strings.Cut(rest, " ")
-		fence, err := strconv.ParseInt(f, 10, 64)
-		if err != nil || fence <= 0 {
-			return false
-		}
-		fn(token, fence)
-		payload = next
-	}
-	return true
 }

@@ -3,6 +3,7 @@ package fairlock
 import (
 	"context"
 	"fmt"
+	"strconv"
 )
 
 // MaxCapacity is the largest capacity a Semaphore takes. Permits are
@@ -20,84 +21,111 @@ const MaxCapacity = 1 << 30
 // so that the large one is not starved by a stream of small ones that
 // keep some permits taken at all times.
 //
-// When permits come free (a release, a holder that expired, a waiter that
-// died at the head), every request at the head that now fits is granted in
-// the same script, and each Locker with a granted waiter gets one message.
+// When permits come free (a release, a holder that expired or died, a
+// waiter that died at the head), every request at the head that now fits
+// is granted in the same script, and each Locker with a granted waiter gets
+// one message.
 //
-// Every process must use the same capacity for a name. While the semaphore
-// has holders or waiters, an Acquire with another capacity fails with
-// ErrInvalid and changes nothing; once it is idle, the next Acquire's
-// capacity takes effect.
+// With WithGroup, requests share the permits fairly between groups (see
+// WithGroup), and WithGroupLimit caps each group.
 //
-// A Semaphore, a Locker's mutex and an RWMutex of the same name are
-// independent of one another. A Semaphore is safe for concurrent use.
+// Every process must use the same capacity (and group limit) for a name.
+// While the semaphore has holders or waiters, an Acquire with another
+// fails with ErrInvalid and changes nothing; once it is idle, the next
+// Acquire's capacity takes effect.
+//
+// A Semaphore, a Mutex and an RWMutex of the same name are independent of
+// one another. A Semaphore is safe for concurrent use.
 type Semaphore struct {
 	locker   *Locker
-	name     string
+	ref      *lockRef
 	capacity int
+	limit    int
+	args     [2]any // capacity and limit, boxed once
 }
 
 // Semaphore returns the semaphore called name with capacity permits. It
 // checks its arguments but does not contact Redis.
-func (l *Locker) Semaphore(name string, capacity int) (*Semaphore, error) {
+func (l *Locker) Semaphore(name string, capacity int, opts ...SemaphoreOption) (*Semaphore, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
 	if capacity < 1 || capacity > MaxCapacity {
 		return nil, fmt.Errorf("%w: semaphore capacity %d is not between 1 and MaxCapacity (%d)", ErrInvalid, capacity, MaxCapacity)
 	}
-	return &Semaphore{locker: l, name: name, capacity: capacity}, nil
+	var cfg semaphoreConfig
+	for _, opt := range opts {
+		if opt == nil {
+			return nil, fmt.Errorf("%w: nil semaphore option", ErrInvalid)
+		}
+		if err := opt(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	s := &Semaphore{locker: l, ref: l.refs.get(semaphoreKind, name), capacity: capacity, limit: cfg.groupLimit}
+	s.args = [2]any{int64(capacity), int64(cfg.groupLimit)}
+	return s, nil
 }
 
 // Name is the semaphore's name.
-func (s *Semaphore) Name() string { return s.name }
+func (s *Semaphore) Name() string { return s.ref.name }
 
 // Capacity is the number of permits the semaphore was made with.
 func (s *Semaphore) Capacity() int { return s.capacity }
+
+// request asks for n permits, after checking n.
+func (s *Semaphore) request(n int) (request, error) {
+	if n < 1 || n > s.capacity || (s.limit > 0 && n > s.limit) {
+		bound := s.capacity
+		if s.limit > 0 {
+			bound = min(bound, s.limit)
+		}
+		return request{}, fmt.Errorf("%w: %d permits of semaphore %s, which grants between 1 and %d", ErrInvalid, n, quoteName(s.Name()), bound)
+	}
+	req := request{ref: s.ref, lock: LockSemaphore, permits: n, capacity: s.args[0], limit: s.args[1]}
+	if n > 1 {
+		req.suffix = "#" + strconv.Itoa(n)
+	}
+	return req, nil
+}
 
 // Acquire waits, in strict FIFO order among live waiters, until it holds n
 // permits, and returns the lease; Release returns all n. If ctx ends first,
 // the error matches errors.Is(err, ctx.Err()) and the waiter has left the
 // queue; a grant that raced with the cancellation is given back. n must be
-// between 1 and the capacity.
+// between 1 and the capacity (and the group limit, if any).
 func (s *Semaphore) Acquire(ctx context.Context, n int, opts ...AcquireOption) (*Lease, error) {
-	if err := s.check(n); err != nil {
+	req, err := s.request(n)
+	if err != nil {
 		return nil, err
 	}
-	return s.locker.acquireKind(ctx, LockSemaphore, s.name, s.capacity, n, true, opts)
+	return s.locker.acquire(ctx, req, true, opts)
 }
 
 // TryAcquire takes n permits only if nobody waits and n are free, and
 // returns ErrNotAcquired otherwise. It never waits and never jumps the
 // queue.
 func (s *Semaphore) TryAcquire(ctx context.Context, n int, opts ...AcquireOption) (*Lease, error) {
-	if err := s.check(n); err != nil {
+	req, err := s.request(n)
+	if err != nil {
 		return nil, err
 	}
-	return s.locker.acquireKind(ctx, LockSemaphore, s.name, s.capacity, n, false, opts)
+	return s.locker.acquire(ctx, req, false, opts)
 }
 
-func (s *Semaphore) check(n int) error {
-	if n < 1 || n > s.capacity {
-		return fmt.Errorf("%w: %d permits of semaphore %s, whose capacity is %d", ErrInvalid, n, quoteName(s.name), s.capacity)
-	}
-	return nil
+// Do runs fn while holding n permits, then releases them, on every way out
+// of fn, a panic included (see Mutex.Do).
+func (s *Semaphore) Do(ctx context.Context, n int, fn func(ctx context.Context) error, opts ...AcquireOption) error {
+	return do(ctx, s.locker.cfg.leaseTTL, fn, func() (*Lease, error) { return s.Acquire(ctx, n, opts...) })
 }
 
-// SemaphoreState is a snapshot of one semaphore, as Inspect reads it.
-type SemaphoreState struct {
-	Capacity int   // the capacity in use; 0 while the semaphore is idle
-	InUse    int   // permits held
-	Holders  int   // leases held
-	Waiters  int   // live waiters queued
-	Fence    int64 // fence of the latest grant
+// Inspect reads the semaphore's holders and queue (see Locker.Inspect).
+func (s *Semaphore) Inspect(ctx context.Context) (State, error) {
+	return s.locker.Inspect(ctx, LockSemaphore, s.Name())
 }
 
-// Inspect reads the state of the semaphore in one round trip.
-func (s *Semaphore) Inspect(ctx context.Context) (SemaphoreState, error) {
-	c, err := s.locker.census(ctx, LockSemaphore, s.name)
-	if err != nil {
-		return SemaphoreState{}, err
-	}
-	return SemaphoreState{Capacity: c.capacity, InUse: c.inUse, Holders: c.holders, Waiters: c.waiters, Fence: c.fence}, nil
+// ForceRelease ends the grant called token, or every grant if token is ""
+// (see Locker.ForceRelease, and read its warning).
+func (s *Semaphore) ForceRelease(ctx context.Context, token string) (ForceReleaseResult, error) {
+	return s.locker.ForceRelease(ctx, LockSemaphore, s.Name(), token)
 }

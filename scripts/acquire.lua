@@ -1,63 +1,70 @@
 -- acquire.lua: take the permits if they are free and nobody waits, else
--- queue up.
--- uses: grant keep
--- KEYS: lock, queue, alive, fence, order, meta[, state] (see lib/keys.lua)
--- ARGV[1] token, ARGV[2] lease TTL ms, ARGV[3] waiter TTL ms,
--- ARGV[4] notify command, ARGV[5] notify channel prefix (see lib/grant.lua),
--- ARGV[6] "try" (never queue), "wait" (queue), or "count" (queue and count
--- the position), ARGV[7] the caller's metadata, or "" for none,
--- ARGV[8] the capacity (semaphore and read-write lock only)
--- Reply: an integer (an array would cost Redis a deferred reply): the
--- fence (> 0) if granted; 0 if not granted and not queued ("try"); if
--- queued, -position under "count" (counted from 1 among live waiters),
--- else -1. An error "FAIRLOCK_CAPACITY <capacity>" if the semaphore is in
--- use with another capacity; then nothing changed.
-local token, meta = ARGV[1], ARGV[7]
-local leaseTTL, waiterTTL = tonumber(ARGV[2]), tonumber(ARGV[3])
--- (ARGV[8] and ...: miniredis's Lua refuses tonumber(nil).)
-local freed = openStore(ARGV[8] and tonumber(ARGV[8]), true, math.max(leaseTTL, waiterTTL))
-if type(freed) == 'table' then return freed end
--- Permits an expired holder left go to the waiters first.
-if freed then grantHeads(ARGV[4], ARGV[5]) end
--- storeMeta keeps the caller's metadata, if any, under token for at least
--- ttl ms: as long as the grant or the waiter it belongs to. The hash may be
--- new: the last release or cancel removed it with its last entry.
-local function storeMeta(ttl)
+-- queue up. A retry of the same call (go-redis sends a command again after
+-- a lost reply) answers as the first did.
+-- uses: grant maintain
+-- KEYS: see lib/keys.lua; ARGV[1..5] as there, then
+-- ARGV[6] token, ARGV[7] "try" (never queue), "wait" (queue), or "count"
+-- (queue and count the place), ARGV[8] the caller's metadata or "",
+-- ARGV[9] the capacity ("" for a mutex), ARGV[10] the group limit (0:
+-- none), ARGV[11] the group or "", and, when the caller opens its session
+-- with this call, ARGV[12] its lease TTL, ARGV[13] its waiter TTL and
+-- ARGV[14] the TTL of its grants' records, in ms.
+-- Reply: an integer: the fence (> 0) if granted; 0 if not granted and not
+-- queued ("try"); if queued, -place under "count" (1 is next), else -1.
+-- Errors: "FAIRLOCK_SESSION" if the caller's session is gone, and
+-- "FAIRLOCK_CAPACITY <capacity> <limit>" if the semaphore is in use with
+-- another capacity or group limit; then nothing changed.
+local token, mode, meta, group = ARGV[6], ARGV[7], ARGV[8], ARGV[11]
+if ARGV[12] then openSession(token, ARGV[12], ARGV[13], ARGV[14]) end
+local ttl = grantTTL(token)
+if not ttl then return redis.error_reply('FAIRLOCK_SESSION') end
+local freed, err = openStore(tonumber(ARGV[9]), tonumber(ARGV[10]), true)
+if err then return err end
+
+-- storeMeta keeps the caller's metadata, if any, under token as long as
+-- the lock's keys.
+local function storeMeta()
   if meta == '' then return end
   redis.call('HSET', metaKey, token, meta)
-  keepFor(metaKey, ttl, true)
+  keepFor(metaKey, keepTTL, true)
 end
--- Free permits with an empty queue are taken at once: for a mutex in three
--- commands (the Go fast path does the same without a script; this is for
--- calls with metadata and for Lockers that found the lock busy). Free
--- permits with waiters queued (a holder expired unreleased, or the waiters
--- are dead) go to the waiters first: nobody jumps the queue.
-local fence = tryTake(token, leaseTTL)
+
+local function queuedReply()
+  if mode ~= 'count' then return -1 end
+  return -placeOf(token)
+end
+
+if holds(token) then return fenceOf(token) end
+if waits(token) then return queuedReply() end
+
+-- Free permits with nobody waiting are taken at once. Permits that an
+-- expired or dead holder left go to the waiters first: nobody jumps the
+-- queue.
+local function takeNow()
+  if freed then grantHeads() end
+  if not fits(token) or waiting() > 0 then return false end
+  join(token, group, permitsHeld())
+  local fence = nextFence()
+  take(token, group, ttl, fence)
+  return fence
+end
+
+local fence = takeNow()
+if not fence and maintain() then
+  freed = true
+  fence = takeNow()
+end
 if fence then
-  if redis.call('EXISTS', queueKey) == 0 then
-    storeMeta(leaseTTL)
-    return fence
-  end
-  drop(token)
-  grantHeads(ARGV[4], ARGV[5])
-  fence = redis.call('EXISTS', queueKey) == 0 and tryTake(token, leaseTTL)
-  settle()
-  if fence then
-    storeMeta(leaseTTL)
-    return fence
-  end
+  storeMeta()
+  return fence
 end
-if ARGV[6] == 'try' then return 0 end
-local queued = redis.call('RPUSH', queueKey, token)
-redis.call('ZADD', aliveKey, nowMs() + waiterTTL, token)
--- Each waiter's order is one above the last live waiter's.
-local last = redis.call('ZRANGE', orderKey, -1, -1, 'WITHSCORES')
-redis.call('ZADD', orderKey, (tonumber(last[2]) or 0) + 1, token)
--- alive and order hold the same live waiters: both are new when order was
--- empty. The list may also hold dead entries: it is new when it had none.
-keepFor(queueKey, waiterTTL, queued == 1)
-keepFor(aliveKey, waiterTTL, #last == 0)
-keepFor(orderKey, waiterTTL, #last == 0)
-storeMeta(waiterTTL)
-if ARGV[6] ~= 'count' then return -1 end
-return -redis.call('ZCOUNT', aliveKey, '(' .. nowMs(), '+inf')
+if mode == 'try' then
+  settle()
+  return 0
+end
+enqueue(token, group, permitsHeld())
+storeMeta()
+-- Dead waiters at the head may have hidden room for this one.
+grantHeads(token)
+if holds(token) then return fenceOf(token) end
+return queuedReply()

@@ -1,17 +1,25 @@
--- force_release.lua: end the current lease of a mutex, whoever holds it,
--- and grant the lock to the next live waiter as a release would.
--- uses: grant leases
--- KEYS: lock, queue, alive, fence, order, meta (see lib/keys.lua)
--- ARGV[1] notify command, ARGV[2] notify channel prefix (see lib/grant.lua),
--- ARGV[3] the holder token to end, or "" for whoever holds the lock
--- Reply: {ended token or "", new holder token or "", new fence or 0}; an
--- empty ended token means nothing changed (the lock was free, or held by
--- another token than ARGV[3]).
-local ended = redis.call('GET', lockKey)
-if not ended or (ARGV[3] ~= '' and ended ~= ARGV[3]) then return {'', '', 0} end
-redis.call('HDEL', metaKey, ended)
-drop(ended)
-local granted = grantHeads(ARGV[1], ARGV[2])
-settle()
-if not granted then return {ended, '', 0} end
-return {ended, granted, fenceOf(granted)}
+-- force_release.lua: end a holder's grant whoever holds it, or every
+-- holder's, and grant the heads that now fit, as a release would. Each
+-- ended holder's Locker finds its grant gone at its next heartbeat.
+-- uses: unlock
+-- KEYS: see lib/keys.lua; ARGV[1..5] as there, then ARGV[6] the holder
+-- token to end, or "" for every holder
+-- Reply: {{ended token, ...}, {granted token, fence, ...}}; nothing ended
+-- means nothing changed (no such holder).
+local freed = openStore(nil, 0, false)
+local ended = {}
+if ARGV[6] == '' then
+  eachHolder(function(token) ended[#ended + 1] = token end)
+elseif holds(ARGV[6]) then
+  ended[1] = ARGV[6]
+end
+for _, token in ipairs(ended) do
+  drop(token)
+  redis.call('HDEL', metaKey, token)
+end
+local granted
+if #ended > 0 or freed then
+  granted = grantHeads()
+  settle()
+end
+return {ended, granted or {}}

@@ -2,7 +2,6 @@
 -- was not seeded yet. The fast path (fairlock/fastpath.go) runs it when its
 -- INCR found the counter below the seed floor.
 -- uses: fence
--- KEYS: lock, queue, alive, fence, order (see lib/keys.lua)
--- ARGV: none
+-- KEYS: see lib/keys.lua; ARGV[1..5] as there
 -- Reply: the fence
 return nextFence()

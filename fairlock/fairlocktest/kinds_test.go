@@ -274,7 +274,7 @@ func TestRWMutexFIFOOnServer(t *testing.T) {
 	if got := next(t, ctx, ch, 2, leases); !slices.Equal(got, []int{0, 1}) {
 		t.Fatalf("after the writer: granted %v, want the readers [0 1] together", got)
 	}
-	if st, err := rw().Inspect(ctx); err != nil || st.Writer || st.Readers != 2 || st.Waiters != 2 {
+	if st, err := rw().Inspect(ctx); err != nil || len(st.Holders) != 2 || st.Holders[0].Lock != fairlock.LockRead || len(st.Waiters) != 2 {
 		t.Errorf("Inspect with two readers and two waiting: %+v, %v", st, err)
 	}
 	for _, l := range leases[:2] {

@@ -1,17 +1,21 @@
--- keys.lua starts every script. Every script gets the same keys of one
--- lock, which share one hash tag:
---   KEYS[1] lock   the holders: for a mutex a string, the holder's token
---                  with the lease as its TTL (lib/lock/); for a
---                  semaphore or read-write lock a sorted set
---                  (lib/counted/)
---   KEYS[2] queue  list: waiter tokens in arrival order (holders are not in it)
---   KEYS[3] alive  sorted set: waiter token -> server-clock deadline in ms
---   KEYS[4] fence  string: the last fence handed out
---   KEYS[5] order  sorted set: live waiter token -> one above the last
---                  waiter's at enqueue, so that ZRANK is its place among
---                  the live waiters
---   KEYS[6] meta   hash: token -> the caller's metadata, for the waiters and
---                  the holders that gave one (absent when none did)
---   KEYS[7] state  hash, semaphore and read-write lock only
---                  (lib/counted/)
-local lockKey, queueKey, aliveKey, fenceKey, orderKey, metaKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+-- keys.lua starts every script of a lock. Its keys share one hash tag, so a
+-- Redis Cluster keeps them in one slot:
+--   KEYS[1] holders  a mutex's string key (the holder's token) or a
+--                    semaphore's sorted set (lib/counted/store.lua)
+--   KEYS[2] queue    list: waiter tokens in arrival order (with groups:
+--                    the waiters that named none, lib/counted/queue.lua)
+--   KEYS[3] order    sorted set: every waiter token -> its arrival number,
+--                    so that ZRANK is its place in the queue
+--   KEYS[4] fence    string: the last fence drawn (lib/fence.lua)
+--   KEYS[5] meta     hash: token -> the caller's metadata, for the waiters
+--                    and holders that gave some
+--   KEYS[6] state    hash: the store's counts and the scan's schedule
+-- and every script of a lock starts its ARGV with
+--   ARGV[1] the key prefix of the sessions (lib/session.lua)
+--   ARGV[2] the notify command, PUBLISH or SPUBLISH (lib/grant.lua)
+--   ARGV[3] the notify channel prefix
+--   ARGV[4] keepTTL: how long, in ms, the lock's keys must live at least
+--           after this call (the caller's record TTL; keys only grow)
+local holdersKey, queueKey, orderKey, fenceKey, metaKey, stateKey = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local sessionPrefix, notifyCmd, notifyPrefix = ARGV[1], ARGV[2], ARGV[3]
+local keepTTL = tonumber(ARGV[4])

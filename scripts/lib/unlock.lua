@@ -2,17 +2,16 @@
 -- uses: grant
 
 -- releaseIfHolder frees token's permits if it holds any and grants the
--- heads that now fit; it does so too when the permits of expired holders
--- came free, or when left (token left the queue: a head that did not fit
--- may have been the one leaving). It drops token's metadata if hasMeta is not "" (the caller gave
--- some): a token without any costs no command for it.
--- Returns 1 if token held permits, 0 otherwise.
-local function releaseIfHolder(token, notifyCmd, notifyPrefix, hasMeta, left)
-  local freed = openStore()
+-- heads that now fit; it does so too when openStore freed the permits of
+-- expired holders, or when token left the queue (a head that did not fit
+-- may have been the one leaving). It drops token's metadata if hasMeta is
+-- not "" (the caller gave some): a token without any costs no command for
+-- it. Returns 1 if token held permits, 0 otherwise.
+local function releaseIfHolder(token, hasMeta, freed, left)
   if hasMeta ~= '' then redis.call('HDEL', metaKey, token) end
   local held = drop(token)
   if held or freed or left then
-    grantHeads(notifyCmd, notifyPrefix)
+    grantHeads()
     settle()
   end
   if held then return 1 end

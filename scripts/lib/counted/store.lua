@@ -1,99 +1,88 @@
 -- counted/store.lua: the holder store of a semaphore and a read-write lock
--- (lib/lock/store.lua lists the functions every store defines; the ones
--- that renew leases and report on holders are in leases.lua).
---   KEYS[1] holders  sorted set: holder token -> lease deadline, server ms
---   KEYS[7] state    hash: cap (the capacity in use), used (permits held),
---                    and each holder token -> the fence of its grant
--- A token asks for the permits after its '#' ("<locker>:<seq>#3"), or 1
+-- (lib/lock/store.lua lists the functions every store defines).
+--   KEYS[1] holders  sorted set: holder token -> record deadline, server ms
+--   KEYS[6] state    hash: cap (the capacity in use), used (permits
+--                    held), each holder token -> the fence of its grant,
+--                    and the groups' fields (counted/queue.lua)
+-- A token asks for the permits after its '#' ("<session>:<seq>#3"), or 1
 -- without one; a writer asks for the whole capacity of a read-write lock.
--- Holders whose deadline passed are dropped by the next call of any script
--- (openStore), so used counts live holders only.
--- uses: clock fence keep
-local holdersKey, stateKey = KEYS[1], KEYS[7]
+-- Holders whose record expired are dropped by the next call of any script
+-- (openStore), holders whose session died by the next scan (reapHolders,
+-- lib/maintain.lua), so used counts live holders within a heartbeat of
+-- their end.
+-- uses: clock fence keep tokens queue
 local cap, used
 
-local function weight(token)
-  local n = string.match(token, '#(%d+)$')
-  return n and tonumber(n) or 1
-end
+local function permitsHeld() return used end
 
--- forget removes a holder that left (released, expired, or ended by force).
+-- forget removes a holder that left: released, expired, dead, or ended by
+-- force.
 local function forget(token)
   redis.call('ZREM', holdersKey, token)
   redis.call('HDEL', stateKey, token)
-  used = used - weight(token)
+  local n = weight(token)
+  used = used - n
+  groupFreed(token, n)
 end
 
--- Each call reaps at most this many expired holders, so that one call
--- never holds Redis long; the next reaps the rest.
-local reapBatch = 1000
-
-local function openStore(capacity, strict, ttl)
-  local state = redis.call('HMGET', stateKey, 'cap', 'used')
+local function openStore(capacity, limit, strict)
+  local state = redis.call('HMGET', stateKey, 'cap', 'used', 'glimit', 'grouped')
   cap, used = tonumber(state[1]), tonumber(state[2])
+  local inUseLimit = tonumber(state[3]) or 0
+  setGrouping(tonumber(state[4]) or 0, inUseLimit)
   if not used then
     -- A state lost with holders still listed (evicted, or new): count them.
     used = 0
     for _, token in ipairs(redis.call('ZRANGE', holdersKey, 0, -1)) do used = used + weight(token) end
   end
   -- The holder with the earliest deadline says whether any expired, and
-  -- whether the key is there at all: it expires with its last lease, and
-  -- no call may come between that lease's deadline and the key's end to
-  -- reap it.
+  -- whether the key is there at all: it expires with its last record.
   local first = redis.call('ZRANGE', holdersKey, 0, 0, 'WITHSCORES')
-  local expired = {}
+  local freed = false
   if first[2] and tonumber(first[2]) <= nowMs() then
-    expired = redis.call('ZRANGEBYSCORE', holdersKey, '-inf', nowMs(), 'LIMIT', 0, reapBatch)
+    for _, token in ipairs(redis.call('ZRANGEBYSCORE', holdersKey, '-inf', nowMs(), 'LIMIT', 0, BATCH)) do
+      forget(token)
+      redis.call('HDEL', metaKey, token)
+      freed = true
+    end
   end
-  for _, token in ipairs(expired) do
-    forget(token)
-    redis.call('HDEL', metaKey, token)
-  end
-  local freed = #expired > 0
   if used > 0 and not first[1] then used, freed = 0, true end
-  if capacity and cap ~= capacity then
-    -- strict: an Acquire, which must agree with the capacity in use, or
-    -- find the semaphore idle and set its own. Otherwise a heartbeat,
-    -- which only puts back a capacity that was lost.
-    if cap and strict and (used > 0 or redis.call('ZCOUNT', aliveKey, '(' .. nowMs(), '+inf') > 0) then
-      return redis.error_reply('FAIRLOCK_CAPACITY ' .. cap)
+  if capacity and (cap ~= capacity or inUseLimit ~= limit) then
+    -- strict: an Acquire, which must agree with the capacity and limit in
+    -- use, or find the semaphore idle and set its own. Otherwise a
+    -- heartbeat, which only puts back what was lost.
+    if cap and strict and (used > 0 or waiting() > 0) then
+      return freed, redis.error_reply('FAIRLOCK_CAPACITY ' .. cap .. ' ' .. inUseLimit)
     end
     if strict or not cap then
       cap = capacity
-      redis.call('HSET', stateKey, 'cap', cap)
-      keepFor(stateKey, ttl, true)
+      redis.call('HSET', stateKey, 'cap', cap, 'glimit', limit)
+      setGrouping(tonumber(state[4]) or 0, limit)
+      keepFor(stateKey, keepTTL, true)
     end
   end
   -- Written back only to a state that exists (it has a TTL); a lost one is
   -- written anew by the next grant, with its TTL.
-  if freed and state[1] then redis.call('HSET', stateKey, 'used', used) end
-  return freed
+  if freed and state[2] then redis.call('HSET', stateKey, 'used', used) end
+  return freed, nil
 end
 
 local function hasRoom() return cap ~= nil and used < cap end
 
 local function fits(token) return cap ~= nil and used + weight(token) <= cap end
 
--- The holders key is new when nothing was held. The state is not: its
--- capacity was read (or written, with a TTL) by openStore.
-local function take(token, ttl, fence)
+local function take(token, group, ttl, fence)
   local first = used == 0
   redis.call('ZADD', holdersKey, nowMs() + ttl, token)
-  used = used + weight(token)
+  local n = weight(token)
+  used = used + n
   redis.call('HSET', stateKey, 'used', used, token, string.format('%d', fence))
+  groupTook(token, group, n)
   keepFor(holdersKey, ttl, first)
-  keepFor(stateKey, ttl, false)
+  keepFor(stateKey, keepTTL, false)
   return used < cap
 end
 
-local function tryTake(token, ttl)
-  if not fits(token) then return false end
-  local fence = nextFence()
-  take(token, ttl, fence)
-  return fence
-end
-
--- holds is also leases.lua's.
 local function holds(token) return redis.call('ZSCORE', holdersKey, token) ~= false end
 
 local function drop(token)
@@ -103,8 +92,47 @@ local function drop(token)
   return true
 end
 
--- Nothing is left for later; a semaphore left idle forgets its capacity,
--- so the next Acquire sets its own.
+-- A semaphore left idle forgets its capacity, so the next Acquire sets its
+-- own.
 local function settle()
-  if used == 0 and redis.call('EXISTS', queueKey) == 0 then redis.call('DEL', stateKey) end
+  if used == 0 and waiting() == 0 then redis.call('DEL', stateKey) end
+end
+
+local function renew(token, ttl, grow)
+  local deadline = tonumber(redis.call('ZSCORE', holdersKey, token))
+  if not deadline or not holderAlive(token) then return false end
+  if not grow or deadline < nowMs() + ttl then
+    redis.call('ZADD', holdersKey, nowMs() + ttl, token)
+  end
+  keepFor(holdersKey, ttl, false)
+  keepFor(stateKey, ttl, true)
+  return true
+end
+
+local function fenceOf(token)
+  return tonumber(redis.call('HGET', stateKey, token) or redis.call('GET', fenceKey) or '1')
+end
+
+-- reapHolders frees the permits of holders whose session died. Holders
+-- are few next to waiters, and a scan runs at most once a heartbeat.
+local function reapHolders()
+  local freed = false
+  for _, token in ipairs(redis.call('ZRANGE', holdersKey, 0, -1)) do
+    if not holderAlive(token) then
+      forget(token)
+      redis.call('HDEL', metaKey, token)
+      freed = true
+    end
+  end
+  if freed then redis.call('HSET', stateKey, 'used', used) end
+  return freed
+end
+
+local function eachHolder(fn)
+  local now = nowMs()
+  local list = redis.call('ZRANGE', holdersKey, 0, BATCH - 1, 'WITHSCORES')
+  for i = 1, #list, 2 do
+    local left = tonumber(list[i + 1]) - now
+    if left > 0 then fn(list[i], left) end
+  end
 end

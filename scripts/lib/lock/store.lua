@@ -1,78 +1,97 @@
 -- lock/store.lua: the mutex's holder store. The holder is the string key
--- lockKey: its value is the holder's token, its TTL the lease.
--- uses: fence keep
+-- holdersKey: its value is the holder's token, its TTL the record's.
+-- uses: fence keep tokens queue
 --
--- Every holder store (lib/lock/ and lib/counted/) defines the same
--- functions, which the queue engine (grant.lua, unlock.lua) and the scripts
--- call; scripts.go assembles each script with one store or the other. The
--- ones the grant loop needs are in store.lua, the rest in leases.lua, so
--- that a script defines only what it may call (Redis defines every
--- function of a script anew on each call):
---   openStore(capacity, strict, ttl)  once per call, first: a counted
---                                store reaps expired holders and checks
---                                the capacity (strict: an Acquire's; else
---                                only put back if lost), keeping its state
---                                ttl ms; returns an error reply, or whether
---                                permits came free
---   hasRoom()                    may any request be granted now
---   fits(token)                  would token's permits be granted now
---   take(token, ttl, fence)      grant token for ttl ms; returns hasRoom()
---   tryTake(token, ttl)          take if it fits; returns the fence or false
---   drop(token)                  free token's permits; returns whether token held
---   settle()                     write out what drop left for a later grant
--- and in leases.lua:
---   holds(token)                 does token hold permits
---   renew(token, ttl, grow)      set (or, with grow, only lengthen) token's
---                                lease to ttl ms; returns holds(token)
---   fenceOf(token)               the fence of a holder's grant
---   metaOwners()                 holders that may have metadata
+-- Every holder store (lib/lock/ and lib/counted/) defines the functions
+-- the queue engine (grant.lua, unlock.lua, maintain.lua) and the scripts
+-- call; scripts.go assembles each script with one store or the other:
+--   openStore(capacity, limit, strict)  first in every call: a counted
+--                              store reaps expired holders and checks the
+--                              capacity and group limit (strict: an
+--                              Acquire's; else only put back if lost);
+--                              returns whether permits came free, and an
+--                              error reply or nil
+--   hasRoom()                  may any request be granted now
+--   fits(token)                would token's permits be granted now
+--   take(token, group, ttl, fence)  grant token, its record living ttl
+--                              ms; returns hasRoom()
+--   drop(token)                free token's permits; returns whether it held
+--   settle()                   forget what an idle lock needs no more:
+--                              its state
+--   holds(token)               does token hold permits
+--   renew(token, ttl, grow)    set (or, with grow, only lengthen) token's
+--                              record to ttl ms; returns holds(token)
+--   fenceOf(token)             the fence of a holder's grant
+--   permitsHeld()              the permits held now
+--   reapHolders()              free what holders whose session died hold
+--   eachHolder(fn)             fn(token, record ms left) for every holder
+-- A holder whose session died holds nothing: the mutex's is dropped when
+-- a grant finds it (hasRoom), the counted store's by reapHolders.
 
--- holder caches GET lockKey: nil unread, false free, else the token.
--- dropped is set when a drop freed the lock this call: the key is then
--- deleted only if no grant overwrote it (settle). During a Redis Cluster
--- slot migration a script fails at the first key it touches that has moved,
--- and a DEL followed by a failing grant would leave waiters behind a free
--- lock until the next heartbeat.
-local holder, dropped
+-- holder caches the holder: nil unread, false free, else its token.
+local holder
 
 local function current()
-  if holder == nil then holder = redis.call('GET', lockKey) end
+  if holder == nil then holder = redis.call('GET', holdersKey) or false end
   return holder
 end
 
-local function openStore() return false end
+local function openStore() return false, nil end
 
-local function hasRoom() return not current() end
+-- The lock has room when it is free, or when its holder's session died:
+-- then the holder is dropped here. A holder's own calls (release, extend)
+-- need not ask: if its token is still there, nobody else was granted.
+local function hasRoom()
+  local token = current()
+  if token and not holderAlive(token) then
+    redis.call('DEL', holdersKey)
+    redis.call('HDEL', metaKey, token)
+    holder = false
+  end
+  return not holder
+end
 
 -- One permit: a request fits exactly when there is room.
-local fits = hasRoom
+local function fits() return hasRoom() end
 
-local function take(token, ttl)
-  redis.call('SET', lockKey, token, 'PX', ttl)
+local function take(token, group, ttl)
+  redis.call('SET', holdersKey, token, 'PX', ttl)
   holder = token
   return false
 end
 
-local function tryTake(token, ttl)
-  if holder == nil then
-    -- Unread: one SET NX both tests and takes.
-    if not redis.call('SET', lockKey, token, 'NX', 'PX', ttl) then return false end
-    holder = token
-  elseif holder then
-    return false
-  else
-    take(token, ttl)
-  end
-  return nextFence()
-end
-
-
 local function drop(token)
   if current() ~= token then return false end
-  holder, dropped = false, true
+  redis.call('DEL', holdersKey)
+  holder = false
   return true
 end
 
+-- The state holds only the scan's schedule, which a lock with nobody
+-- waiting does not need.
 local function settle()
-  if dropped and not holder then redis.call('DEL', lockKey) end
+  if emptied() then redis.call('DEL', stateKey) end
+end
+
+local function holds(token) return current() == token end
+
+local function renew(token, ttl, grow)
+  if current() ~= token or not holderAlive(token) then return false end
+  if grow then keepFor(holdersKey, ttl, false) else redis.call('PEXPIRE', holdersKey, ttl) end
+  return true
+end
+
+-- The holder got the last fence: a call that found the lock taken may
+-- have drawn one since, which is above it and so just as safe.
+local function fenceOf() return lastFence() end
+
+local function permitsHeld()
+  if current() then return 1 end
+  return 0
+end
+
+local function reapHolders() return false end
+
+local function eachHolder(fn)
+  if current() then fn(holder, redis.call('PTTL', holdersKey)) end
 end

@@ -1,0 +1,496 @@
+package fairlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// A request is what one Acquire call asks for.
+type request struct {
+	ref      *lockRef
+	lock     LockKind // as events report it: LockMutex, LockSemaphore, LockRead or LockWrite
+	permits  int      // as events report them: n for a semaphore, else 1
+	suffix   string   // what the token carries after its number: "#" and the permits Redis counts, if more than one
+	capacity any      // a semaphore's capacity as a script argument, noArg for a mutex
+	limit    any      // its group limit, noneArg for none
+}
+
+// A waiter is one token of an Acquire call: queued in Redis, or about to
+// be. A call that loses its place queues again under a new token.
+type waiter struct {
+	ref     *lockRef
+	req     request
+	session *session
+	token   string
+	group   string
+	meta    string    // its Acquire's WithMetadata, "" if none
+	start   time.Time // when its Acquire call began, for Event.Wait
+	// sent is when the request that queued it was sent: its grant's record
+	// lives at least until sent plus the record TTL. books.mu guards it.
+	sent time.Time
+	// queued is set once EventEnqueued reported it, so that the event that
+	// reports it leaving says so (Event.Queued). Only its Acquire touches it.
+	queued bool
+	// position is its place as last reported (books.mu), and onPosition
+	// hears of changes (OnPosition).
+	position   int
+	onPosition func(position int)
+
+	granted chan int64    // the fence, once granted
+	evicted chan struct{} // it lost its place in the queue
+}
+
+// An attempt is one Acquire or TryAcquire call.
+type attempt struct {
+	l          *Locker
+	req        request
+	cfg        acquireConfig
+	wait       bool
+	mode       any // acquire.lua's mode
+	start      time.Time
+	subscribed bool
+}
+
+// errSessionGone means Redis no longer has the session a call ran in.
+var errSessionGone = errors.New("fairlock: session gone")
+
+// errGrantExpired means a grant ended before its waiter could take it.
+var errGrantExpired = errors.New("fairlock: grant expired unclaimed")
+
+// acquire serves every kind of lock: req says which, and what it asks for.
+func (l *Locker) acquire(ctx context.Context, req request, wait bool, opts []AcquireOption) (*Lease, error) {
+	a := &attempt{l: l, req: req, wait: wait, mode: modeTry, start: time.Now()}
+	if err := a.configure(opts); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !l.enter() {
+		return nil, ErrClosed
+	}
+	defer l.calls.Done()
+	if err := l.checks.ensure(ctx, l); err != nil {
+		return nil, failed("acquire", req.ref.name, err)
+	}
+	return a.run(ctx)
+}
+
+// configure reads the call's options and checks them.
+func (a *attempt) configure(opts []AcquireOption) error {
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&a.cfg)
+		}
+	}
+	switch c := &a.cfg; {
+	case len(c.metadata) > MaxMetadataLen:
+		return fmt.Errorf("%w: metadata of %s is longer than MaxMetadataLen (%s)", ErrInvalid, byteSize(len(c.metadata)), byteSize(MaxMetadataLen))
+	case c.hasGroup && a.req.lock != LockSemaphore:
+		return fmt.Errorf("%w: only a semaphore takes WithGroup, not a %v", ErrInvalid, a.req.lock)
+	case c.hasGroup && (c.group == "" || len(c.group) > MaxGroupLen):
+		return fmt.Errorf("%w: group name %s is empty or longer than MaxGroupLen (%d bytes)", ErrInvalid, quoteName(c.group), MaxGroupLen)
+	}
+	if a.wait {
+		a.mode = modeWait
+		if a.cfg.onQueued != nil || a.cfg.onPosition != nil || a.l.cfg.wantsPositions() {
+			a.mode = modeCount
+		}
+	}
+	return nil
+}
+
+// enter counts a call in, unless the Locker is closed.
+func (l *Locker) enter() bool {
+	l.books.mu.Lock()
+	defer l.books.mu.Unlock()
+	if l.books.closed {
+		return false
+	}
+	l.calls.Add(1)
+	return true
+}
+
+// sessionRetries bounds how often one call starts a new session because
+// Redis lost the one it ran in (a restart, a failover, FLUSHALL).
+const sessionRetries = 3
+
+func (a *attempt) run(ctx context.Context) (*Lease, error) {
+	ref := a.req.ref
+	// The fast path takes a mutex and writes no metadata: other calls take
+	// the script.
+	fast := a.cfg.metadata == "" && a.l.fastTry(ref)
+	for lost := 0; ; {
+		w, open := a.l.newWaiter(a)
+		if fast {
+			fast = false
+			lease, done, err := a.tryFast(ctx, w, open)
+			if done {
+				return lease, err
+			}
+			if err == errSessionGone {
+				lost++
+				continue
+			}
+			open = a.l.stillToOpen(w.session, open)
+		}
+		if a.wait && !a.subscribed {
+			// Subscribed before the enqueue, so that no grant message can
+			// come before the listener.
+			if err := a.l.notifier.subscribe(ctx, ref); err != nil {
+				return nil, a.fail(w, ctxError(ctx, fmt.Errorf("fairlock: subscribe: %w", err)), false)
+			}
+			a.subscribed = true
+		}
+		reply, err := a.enqueue(ctx, w, open)
+		switch {
+		case err == errSessionGone:
+			if lost++; lost > sessionRetries {
+				return nil, failed("acquire", ref.name, errSessionGone)
+			}
+			continue
+		case err != nil:
+			return nil, ctxError(ctx, failed("acquire", ref.name, err))
+		case reply > 0:
+			return a.l.grant(ctx, w, reply, false)
+		case reply == 0:
+			ref.markBusy(a.l.cfg.heartbeat())
+			a.l.drop(w)
+			return nil, ErrNotAcquired
+		}
+		ref.markBusy(a.l.cfg.heartbeat())
+		a.queued(w, int(-reply))
+		lease, err := a.await(ctx, w)
+		if err != errGrantExpired && err != ErrPlaceLost {
+			return lease, err
+		}
+	}
+}
+
+// tryFast runs the fast path; done is false when the call goes on to the
+// script (the lock is held, or it was free with waiters queued, whom the
+// fast path handed it to).
+func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Lease, done bool, err error) {
+	a.l.books.mu.Lock()
+	w.sent = time.Now()
+	a.l.books.mu.Unlock()
+	fence, outcome, err := a.l.fastAcquire(ctx, w, open)
+	switch {
+	case err != nil:
+		// The SET may have reached Redis: withdraw the token.
+		return nil, true, ctxError(ctx, a.fail(w, failed("acquire", w.ref.name, err), true))
+	case outcome == fastSessionGone:
+		a.l.drop(w)
+		a.l.loseSession(w.session)
+		return nil, false, errSessionGone
+	case outcome == fastGranted:
+		if open != nil {
+			a.l.confirm(w.session, w.sent, true, true)
+		}
+		lease, err := a.l.grant(ctx, w, fence, false)
+		return lease, true, err
+	}
+	if open != nil {
+		a.l.confirm(w.session, w.sent, true, true)
+	}
+	return nil, false, nil
+}
+
+// enqueue runs acquire.lua for w. It runs on the caller's goroutine: a
+// goroutine aside, which would let a cancelled Acquire return while Redis
+// stalls, costs a third of an uncontended acquire on a two-core machine.
+// So a call already sent ends when go-redis returns (its read timeout, or
+// the context's deadline with ContextTimeoutEnabled), and then leaves.
+func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, error) {
+	args := w.ref.call(w.token, a.mode, metaValue(w.meta), a.req.capacity, a.req.limit, w.group)
+	args = append(args, open...)
+	a.l.books.mu.Lock()
+	w.sent = time.Now()
+	a.l.books.mu.Unlock()
+	reply, err := w.ref.kind.scripts.acquire.run(ctx, a.l.client, args, retried).Int64()
+	switch {
+	case err == nil:
+		if open != nil {
+			a.l.confirm(w.session, w.sent, true, true)
+		}
+		return reply, nil
+	case redis.HasErrorPrefix(err, "FAIRLOCK_SESSION"):
+		a.l.drop(w)
+		a.l.loseSession(w.session)
+		return 0, errSessionGone
+	case redis.HasErrorPrefix(err, capacityRefused):
+		// Refused before any change: like a bad argument, it never queued.
+		a.l.drop(w)
+		in := strings.Fields(strings.TrimPrefix(err.Error(), capacityRefused))
+		if len(in) == 2 && in[1] != "0" {
+			return 0, fmt.Errorf("%w: semaphore %s is in use with capacity %s and group limit %s, not %v and %v", ErrInvalid, quoteName(w.ref.name), in[0], in[1], a.req.capacity, a.req.limit)
+		}
+		return 0, fmt.Errorf("%w: semaphore %s is in use with capacity %s, not %v", ErrInvalid, quoteName(w.ref.name), in[0], a.req.capacity)
+	}
+	// The reply may be lost, not the request: withdraw the token.
+	return 0, a.fail(w, err, true)
+}
+
+// capacityRefused starts acquire.lua's error for a semaphore in use with
+// another capacity or group limit.
+const capacityRefused = "FAIRLOCK_CAPACITY"
+
+// fail ends the call with err: it withdraws w from Redis if it may be
+// there, and reports the end.
+func (a *attempt) fail(w *waiter, err error, inRedis bool) error {
+	if inRedis {
+		a.l.leave(w, err)
+		return err
+	}
+	a.l.drop(w)
+	e := w.event(EventCancelled)
+	e.Wait, e.Err = time.Since(a.start), err
+	a.l.observe(e)
+	return err
+}
+
+// queued reports w's place and puts it under the heartbeat's care.
+func (a *attempt) queued(w *waiter, position int) {
+	l := a.l
+	l.books.mu.Lock()
+	w.position = position
+	ll := l.books.local(w.ref, a.req.capacity, a.req.limit)
+	if ll.waiters == nil {
+		ll.waiters = map[*waiter]struct{}{}
+	}
+	ll.waiters[w] = struct{}{}
+	l.books.mu.Unlock()
+	w.queued = true
+	e := w.event(EventEnqueued)
+	e.Position = position
+	l.observe(e)
+	if a.cfg.onQueued != nil {
+		a.cfg.onQueued(position)
+	}
+	if w.onPosition != nil {
+		w.onPosition(position)
+	}
+}
+
+// await waits for w's grant. ErrPlaceLost and errGrantExpired mean it
+// lost its place and queues again.
+func (a *attempt) await(ctx context.Context, w *waiter) (*Lease, error) {
+	select {
+	case fence := <-w.granted:
+		return a.accept(ctx, w, fence)
+	case <-w.evicted:
+		// Redis may still hold the old entry if only the heartbeat's
+		// replies were lost: withdraw it by token.
+		a.l.leave(w, ErrPlaceLost)
+		return nil, ErrPlaceLost
+	case <-ctx.Done():
+		a.l.leave(w, ctx.Err())
+		return nil, ctxError(ctx, ctx.Err())
+	case <-a.l.closing:
+		a.l.leave(w, ErrClosed)
+		return nil, ErrClosed
+	}
+}
+
+// accept turns a grant notification into a Lease. The grant holds while
+// the waiter's session and the grant's record do; when either local
+// deadline is near or past (the message came late, or this process was
+// paused), the grant is confirmed with one round trip before it is
+// trusted.
+func (a *attempt) accept(ctx context.Context, w *waiter, fence int64) (*Lease, error) {
+	l := a.l
+	l.books.mu.Lock()
+	until := w.sent.Add(l.cfg.recordTTL())
+	if w.session.leaseUntil.Before(until) {
+		until = w.session.leaseUntil
+	}
+	l.books.mu.Unlock()
+	if time.Until(until) >= l.cfg.heartbeat() {
+		return l.grant(ctx, w, fence, true)
+	}
+	sent := time.Now()
+	held, err := w.ref.kind.scripts.extend.run(ctx, l.client, w.ref.call(w.token, l.cfg.recordTTL().Milliseconds(), flag(w.meta != ""), noArg), retried).Int()
+	if err != nil {
+		l.leave(w, ctxError(ctx, err))
+		return nil, ctxError(ctx, failed("acquire", w.ref.name, err))
+	}
+	if held == 0 {
+		l.drop(w)
+		e := w.event(EventCancelled)
+		e.Wait, e.Queued, e.Err = time.Since(w.start), true, fmt.Errorf("%w: %w", ErrPlaceLost, errGrantExpired)
+		l.observe(e)
+		return nil, errGrantExpired
+	}
+	// Its session is alive in Redis (extend.lua checks), so the local
+	// deadline moves as a renewal would move it.
+	l.confirm(w.session, sent, true, false)
+	l.books.mu.Lock()
+	w.sent = sent
+	l.books.mu.Unlock()
+	return l.grant(ctx, w, fence, true)
+}
+
+// ctxError makes err match ctx.Err() when the context ended, whatever the
+// Redis client reported (often an I/O timeout).
+func ctxError(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w (%v)", cerr, err)
+	}
+	return err
+}
+
+// newWaiter registers a waiter under a fresh token of its session before
+// the request that queues it is sent, so that a grant message arriving
+// right after finds it. open is what the request sends to open the
+// session, nil if it is open.
+func (l *Locker) newWaiter(a *attempt) (w *waiter, open []any) {
+	b := &l.books
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	s := l.sessionFor(a.req.ref)
+	b.seq++
+	w = &waiter{
+		ref:        a.req.ref,
+		req:        a.req,
+		session:    s,
+		token:      s.id + ":" + strconv.FormatUint(b.seq, 36) + a.req.suffix,
+		group:      a.cfg.group,
+		meta:       a.cfg.metadata,
+		start:      a.start,
+		onPosition: a.cfg.onPosition,
+		granted:    make(chan int64, 1),
+		evicted:    make(chan struct{}, 1),
+	}
+	b.waiters[w.token] = w
+	s.waiters[w] = struct{}{}
+	return w, l.openArgs(s)
+}
+
+// stillToOpen is open, or nil if a call opened s meanwhile.
+func (l *Locker) stillToOpen(s *session, open []any) []any {
+	l.books.mu.Lock()
+	defer l.books.mu.Unlock()
+	if s.opened {
+		return nil
+	}
+	return open
+}
+
+// event starts an Event about w.
+func (w *waiter) event(kind EventKind) Event {
+	return Event{Kind: kind, Name: w.ref.name, Lock: w.req.lock, Permits: w.req.permits, Group: w.group, Token: w.token}
+}
+
+// forget takes w off this Locker's books; its session still counts it.
+func (l *Locker) forget(w *waiter) {
+	b := &l.books
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.forget(w)
+}
+
+func (b *books) forget(w *waiter) {
+	delete(b.waiters, w.token)
+	delete(w.session.waiters, w)
+	if ll := b.lockOf(w.ref); ll != nil {
+		delete(ll.waiters, w)
+		b.dropIfIdle(ll)
+	}
+}
+
+// drop forgets a waiter that Redis surely does not hold.
+func (l *Locker) drop(w *waiter) {
+	b := &l.books
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.forget(w)
+	w.session.leave()
+}
+
+// grant makes the Lease for w's granted token and puts it under the
+// heartbeat's care. If the Locker was closed meanwhile, the lock is
+// released at once rather than left to a holder nobody will return it to.
+// queued says whether the token had been reported by EventEnqueued.
+func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, queued bool) (*Lease, error) {
+	s := &Lease{
+		locker:  l,
+		ref:     w.ref,
+		session: w.session,
+		lock:    w.req.lock,
+		permits: w.req.permits,
+		group:   w.group,
+		token:   w.token,
+		fence:   fence,
+		hasMeta: w.meta != "",
+		done:    make(chan struct{}),
+	}
+	b := &l.books
+	b.mu.Lock()
+	closed := b.closed
+	_, live := b.sessions[w.session]
+	live = live && time.Now().Before(w.session.leaseUntil)
+	until := w.sent.Add(l.cfg.recordTTL())
+	b.forget(w)
+	if !closed && live {
+		ll := b.local(w.ref, w.req.capacity, w.req.limit)
+		if ll.leases == nil {
+			ll.leases = map[*Lease]struct{}{}
+		}
+		ll.leases[s] = struct{}{}
+		w.session.leases[s] = struct{}{}
+	}
+	b.mu.Unlock()
+	s.mu.Lock()
+	s.setRecordUntil(until, true)
+	s.renewAt = time.Now().Add(l.cfg.keepTTL() / 3)
+	s.mu.Unlock()
+	// A grant given up here ends as EventCancelled; the lease, never handed
+	// out, reports no end of its own (see Lease.end).
+	switch {
+	case closed:
+		return nil, l.giveUp(ctx, s, w, queued, ErrClosed)
+	case !live:
+		// Its session ended meanwhile: nobody counts the grant as held.
+		s.end(ErrLost, false)
+		e := w.event(EventCancelled)
+		e.Wait, e.Queued, e.Err = time.Since(w.start), queued, ErrPlaceLost
+		l.observe(e)
+		return nil, ErrPlaceLost
+	}
+	if l.cfg.replicas > 0 {
+		if err := l.awaitReplicas(ctx, s); err != nil {
+			return nil, l.giveUp(ctx, s, w, queued, ctxError(ctx, failed("acquire", w.ref.name, err)))
+		}
+	}
+	s.mu.Lock()
+	s.granted = time.Now()
+	lost := s.err != nil
+	s.mu.Unlock()
+	e := w.event(EventGranted)
+	e.Fence, e.Wait, e.Queued = fence, time.Since(w.start), queued
+	l.observe(e)
+	if lost {
+		// It ended before it was handed out, and Lease.end did not report
+		// that: report it now, so every grant has an end.
+		e := s.event(EventLost)
+		e.Fence, e.Err = fence, ErrLost
+		l.observe(e)
+	}
+	return s, nil
+}
+
+// giveUp releases a grant that Acquire does not hand out, and reports the
+// call's end with err.
+func (l *Locker) giveUp(ctx context.Context, s *Lease, w *waiter, queued bool, err error) error {
+	s.Release(context.WithoutCancel(ctx)) //nolint:errcheck // best effort: the Locker retries a release Redis did not answer
+	e := w.event(EventCancelled)
+	e.Wait, e.Queued, e.Err = time.Since(w.start), queued, err
+	l.observe(e)
+	return err
+}

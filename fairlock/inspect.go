@@ -1,0 +1,160 @@
+package fairlock
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// MaxListed is the most holders and waiters Inspect lists: a reply for a
+// queue of a million waiters would hold Redis for a long time.
+// State.Queued still counts every waiter.
+const MaxListed = 1000
+
+// State is a snapshot of one lock of any kind, as Inspect reads it in one
+// round trip.
+type State struct {
+	Name string
+	Kind LockKind // LockMutex, LockSemaphore or LockRWMutex
+	// Capacity is 1 for a mutex, MaxCapacity for a read-write lock, and a
+	// semaphore's capacity in use (0 while it is idle).
+	Capacity int
+	InUse    int      // permits held; for a read-write lock, its holders
+	Fence    int64    // the latest fence drawn, 0 if none is known
+	Holders  []Holder // the live holders, at most MaxListed
+	Waiters  []Waiter // the live waiters in queue order, at most MaxListed
+	// Queued counts the waiters in all, with any not yet found dead.
+	Queued int
+}
+
+// Held tells whether anyone holds the lock.
+func (st State) Held() bool { return len(st.Holders) > 0 }
+
+// A Holder is one live grant of a lock.
+type Holder struct {
+	Token    string
+	Lock     LockKind      // LockMutex, LockSemaphore, LockRead or LockWrite
+	Permits  int           // n for a semaphore, else 1
+	Fence    int64         // its grant's fence (a mutex's: the latest, which is at least its own)
+	TTL      time.Duration // how long Redis keeps it if its Locker stops renewing
+	Metadata string        // WithMetadata, "" if none
+	Group    string        // WithGroup, "" if none
+}
+
+// A Waiter is one live waiter in a lock's queue.
+type Waiter struct {
+	Token    string // it becomes the lease's token when granted
+	Lock     LockKind
+	Permits  int
+	Position int           // 1 is next; with groups, its place in arrival order
+	TTL      time.Duration // how long it keeps its place if its Locker stops
+	Metadata string
+	Group    string
+}
+
+// Inspect reads the state of the lock of kind k (LockMutex, LockSemaphore
+// or LockRWMutex) called name, in one round trip. It only reads
+// (EVALSHA_RO), so it runs under a read-only ACL rule. Holders and waiters
+// whose Locker died, not yet removed from Redis, are left out: they will
+// never use the lock again. It needs no capacity: the semaphore's is read.
+func (l *Locker) Inspect(ctx context.Context, k LockKind, name string) (State, error) {
+	kd := kindOf(k)
+	if kd == nil || k == LockRead || k == LockWrite {
+		return State{}, fmt.Errorf("%w: Inspect takes LockMutex, LockSemaphore or LockRWMutex, not %v", ErrInvalid, k)
+	}
+	if err := checkName(name); err != nil {
+		return State{}, err
+	}
+	ref := l.refs.get(kd, name)
+	reply, err := kd.scripts.snapshot.run(ctx, l.client, ref.call(MaxListed), readOnly).Result()
+	if err != nil {
+		return State{}, failed("inspect", name, err)
+	}
+	st, ok := parseSnapshot(reply, kd)
+	if !ok {
+		return State{}, badReply("inspect", reply)
+	}
+	st.Name = name
+	return st, nil
+}
+
+// parseSnapshot reads snapshot.lua's reply.
+func parseSnapshot(reply any, kd *kind) (State, bool) {
+	arr, ok := reply.([]any)
+	if !ok || len(arr) != 5 {
+		return State{}, false
+	}
+	nums, err := parseInts(arr[:3], 3)
+	if err != nil {
+		return State{}, false
+	}
+	st := State{Kind: kd.lock, Capacity: int(nums[0]), Fence: nums[1], Queued: int(nums[2])}
+	switch kd {
+	case mutexKind:
+		st.Capacity = 1
+	case rwKind:
+		st.Capacity = MaxCapacity
+	}
+	ok = records(arr[3], 5, func(f []any) bool {
+		s, ok1 := strs(f[0], f[3], f[4])
+		left, ok2 := f[1].(int64)
+		fence, ok3 := f[2].(int64)
+		if !ok1 || !ok2 || !ok3 {
+			return false
+		}
+		lock, permits := requestOf(kd, s[0])
+		st.Holders = append(st.Holders, Holder{Token: s[0], Lock: lock, Permits: permits, Fence: fence,
+			TTL: time.Duration(left) * time.Millisecond, Metadata: s[1], Group: s[2]})
+		if kd == rwKind {
+			permits = 1
+		}
+		st.InUse += permits
+		return true
+	}) && records(arr[4], 4, func(f []any) bool {
+		s, ok1 := strs(f[0], f[2], f[3])
+		left, ok2 := f[1].(int64)
+		if !ok1 || !ok2 {
+			return false
+		}
+		lock, permits := requestOf(kd, s[0])
+		st.Waiters = append(st.Waiters, Waiter{Token: s[0], Lock: lock, Permits: permits, Position: len(st.Waiters) + 1,
+			TTL: time.Duration(left) * time.Millisecond, Metadata: s[1], Group: s[2]})
+		return true
+	})
+	return st, ok
+}
+
+// requestOf tells what a token of a lock of kind kd asks for.
+func requestOf(kd *kind, token string) (LockKind, int) {
+	n := permitsOf(token)
+	switch kd {
+	case semaphoreKind:
+		return LockSemaphore, n
+	case rwKind:
+		if n == MaxCapacity {
+			return LockWrite, 1
+		}
+		return LockRead, 1
+	}
+	return LockMutex, 1
+}
+
+// permitsOf reads the permits a token asks for, after its '#'.
+func permitsOf(token string) int {
+	n := 0
+	for i := len(token) - 1; i >= 0; i-- {
+		if token[i] == '#' {
+			for _, c := range token[i+1:] {
+				if c < '0' || c > '9' {
+					return 1
+				}
+				n = n*10 + int(c-'0')
+			}
+			return max(n, 1)
+		}
+		if token[i] == ':' {
+			break
+		}
+	}
+	return 1
+}

@@ -1,0 +1,55 @@
+-- fifo.lua: the waiters' arrival order, kept twice: in a list, which
+-- serves the head in O(1), and in orderKey, a sorted set token -> arrival
+-- number, which tells a waiter's place (ZRANK) and whether a token waits.
+-- uses: keep
+
+-- arrive numbers token one above the last waiter and appends it to list.
+-- Both keys may be new.
+local function arrive(list, token)
+  local last = redis.call('ZRANGE', orderKey, -1, -1, 'WITHSCORES')
+  local seq = (tonumber(last[2]) or 0) + 1
+  redis.call('ZADD', orderKey, seq, token)
+  local length = redis.call('RPUSH', list, token)
+  keepFor(orderKey, keepTTL, #last == 0)
+  keepFor(list, keepTTL, length == 1)
+  return seq
+end
+
+-- depart forgets token's arrival; its list entry is the caller's.
+local function depart(token) redis.call('ZREM', orderKey, token) end
+
+local function waits(token) return redis.call('ZSCORE', orderKey, token) ~= false end
+
+-- placeOf is token's place in the queue, 1 first, or nil.
+local function placeOf(token)
+  local rank = redis.call('ZRANK', orderKey, token)
+  return rank and rank + 1
+end
+
+local function waiting() return redis.call('ZCARD', orderKey) end
+
+-- The head of list is read, not popped, until it is taken or dropped: a
+-- pop and push back would delete a one-entry list and make it anew
+-- without its TTL.
+local function peek(list) return redis.call('LINDEX', list, 0) or nil end
+
+local function pop(list) redis.call('LPOP', list) end
+
+-- purge removes the tokens of the set dead from list, keeping its order:
+-- one LREM each for a few, else the list is written anew, which costs one
+-- pass, however many left.
+local function purge(list, dead, count)
+  if count <= 8 then
+    for token in pairs(dead) do redis.call('LREM', list, 1, token) end
+    return
+  end
+  local kept = {}
+  for _, token in ipairs(redis.call('LRANGE', list, 0, -1)) do
+    if not dead[token] then kept[#kept + 1] = token end
+  end
+  redis.call('DEL', list)
+  for i = 1, #kept, BATCH do
+    redis.call('RPUSH', list, unpack(kept, i, math.min(i + BATCH - 1, #kept)))
+  end
+  if #kept > 0 then redis.call('PEXPIRE', list, keepTTL) end
+end

@@ -1,0 +1,54 @@
+-- maintain.lua: drop the parties whose session died, wherever they stand,
+-- at most once per heartbeat of the caller (ARGV[5], ms) per lock however
+-- many Lockers call. A dead waiter at the head is dropped by the grant loop
+-- at once; the scan finds the rest, so that places and counts are right
+-- within a heartbeat, and the permits of a dead semaphore holder come free.
+-- uses: clock keep tokens queue store
+
+local scanEvery = tonumber(ARGV[5])
+
+-- scanDue tells whether this call scans, and if so books the next scan.
+local function scanDue()
+  local at = tonumber(redis.call('HGET', stateKey, 'scanAt'))
+  if at and at > nowMs() then return false end
+  redis.call('HSET', stateKey, 'scanAt', nowMs() + scanEvery)
+  keepFor(stateKey, keepTTL, true)
+  return true
+end
+
+-- reapWaiters drops the dead among SCAN_WAITERS waiters in arrival order,
+-- from where the last scan stopped, so that a huge queue never holds Redis
+-- long.
+local function reapWaiters()
+  local from = tonumber(redis.call('HGET', stateKey, 'scanFrom')) or 0
+  local tokens = redis.call('ZRANGE', orderKey, from, from + SCAN_WAITERS - 1)
+  local lines, dead = {}, {}
+  for _, token in ipairs(tokens) do
+    if not grantTTL(token) then
+      local group = groupOf(token)
+      local line = lines[group]
+      if not line then
+        line = {set = {}, n = 0}
+        lines[group] = line
+      end
+      line.set[token], line.n = true, line.n + 1
+      dead[#dead + 1] = {token, group}
+    end
+  end
+  for group, line in pairs(lines) do purge(lineOfGroup(group), line.set, line.n) end
+  for _, d in ipairs(dead) do
+    depart(d[1])
+    waiterLeft(d[1], d[2])
+  end
+  local nextFrom = from + #tokens - #dead
+  if #tokens < SCAN_WAITERS then nextFrom = 0 end
+  redis.call('HSET', stateKey, 'scanFrom', nextFrom)
+end
+
+-- maintain scans when it is due; returns whether permits came free.
+local function maintain()
+  if not scanDue() then return false end
+  local freed = reapHolders()
+  reapWaiters()
+  return freed
+end

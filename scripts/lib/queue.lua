@@ -1,0 +1,60 @@
+-- queue.lua: one FIFO queue of waiters, the mutex's (lib/counted/queue.lua
+-- is the semaphore's, with groups). Every queue defines:
+--   join(token, group, held)     a request that names group joins the
+--                                lock's parties (held: the permits held
+--                                now), queued or taken at once
+--   enqueue(token, group, held)  join, and wait at the back of the group's
+--                                line
+--   nextHead()                   the waiter to be granted next and its
+--                                group, or nil; it stays queued until
+--                                popHead
+--   popHead(token, group)        take the head nextHead named off the queue
+--   waiterLeft(token, group)     a waiter popped dead, or withdrawn: forget
+--                                the rest of it
+--   leave(token)                 take token off the queue wherever it
+--                                stands; returns whether it was queued
+--   groupOf(token)               the group a queued token named ("": none)
+--   lineOfGroup(group)           the list of a group's waiters
+--   keepQueue()                  keep the queue's keys keepTTL ms more
+-- and this one also emptied(): did this call take the last waiter off.
+--   setGrouping(parties, limit)  the groups' state, read by openStore
+-- uses: fifo
+
+local function setGrouping() end
+
+local function join() end
+
+local function enqueue(token) return arrive(queueKey, token) end
+
+-- Whether this call took waiters off the queue, for emptied.
+local tookOff = false
+
+local function nextHead() return peek(queueKey), '' end
+
+local function popHead(token)
+  pop(queueKey)
+  depart(token)
+  tookOff = true
+end
+
+local function waiterLeft(token) redis.call('HDEL', metaKey, token) end
+
+local function leave(token)
+  depart(token)
+  local left = redis.call('LREM', queueKey, 1, token) == 1
+  tookOff = tookOff or left
+  return left
+end
+
+-- emptied costs a command only after waiters were taken off: never on an
+-- uncontended release.
+local function emptied() return tookOff and waiting() == 0 end
+
+local function groupOf() return '' end
+
+local function lineOfGroup() return queueKey end
+
+local function keepQueue()
+  keepFor(queueKey, keepTTL, false)
+  keepFor(orderKey, keepTTL, false)
+end

@@ -1,0 +1,48 @@
+-- snapshot.lua: everything about one lock, for Inspect, read-only.
+-- uses: fence tokens queue store
+-- KEYS: see lib/keys.lua; ARGV[1..5] as there, then ARGV[6] the most
+-- waiters to list; the read stops after 10 times as many queue entries.
+-- Reply: {capacity or 0, last fence or 0, waiters queued in all,
+--         {holder token, ms left, fence, metadata or "", group or "", ...},
+--         {waiter token, ms left, metadata or "", group or "", ...}}
+-- Holders and waiters whose session died are left out: they will never
+-- use the lock again. A waiter's place is its index among those listed.
+local state = redis.call('HMGET', stateKey, 'cap', 'glimit', 'grouped')
+setGrouping(tonumber(state[3]) or 0, tonumber(state[2]) or 0)
+
+local function left(key) return redis.call('PTTL', key) end
+
+local holders = {}
+eachHolder(function(token, recordLeft)
+  local sessionLeft = left(sessionPrefix .. sessionOf(token))
+  if sessionLeft > 0 then
+    holders[#holders + 1] = token
+    holders[#holders + 1] = math.min(recordLeft, sessionLeft)
+    holders[#holders + 1] = fenceOf(token)
+    holders[#holders + 1] = redis.call('HGET', metaKey, token) or ''
+    holders[#holders + 1] = groupOf(token)
+  end
+end)
+
+local limit = tonumber(ARGV[6])
+local waiters = {}
+local from, listed = 0, 0
+while listed < limit and from < 10 * limit do
+  local page = redis.call('ZRANGE', orderKey, from, from + limit - 1)
+  if #page == 0 then break end
+  local metas = redis.call('HMGET', metaKey, unpack(page))
+  for i, token in ipairs(page) do
+    local waitLeft = left(sessionPrefix .. sessionOf(token) .. ':w')
+    if waitLeft > 0 and listed < limit then
+      listed = listed + 1
+      waiters[#waiters + 1] = token
+      waiters[#waiters + 1] = waitLeft
+      waiters[#waiters + 1] = metas[i] or ''
+      waiters[#waiters + 1] = groupOf(token)
+    end
+  end
+  from = from + limit
+end
+local capacity = tonumber(state[1]) or 0
+if #holders == 0 and listed == 0 then capacity = 0 end
+return {capacity, lastFence(), waiting(), holders, waiters}
