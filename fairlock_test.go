@@ -138,9 +138,9 @@ func (e *env) spawn(n int, opts ...ProcOpt) []*Proc {
 
 // spawnVia starts a proxy in front of Redis, closed when t ends, and an
 // agent that connects through it.
-func (e *env) spawnVia(t testing.TB, opts ...ProcOpt) (*Proxy, *Proc) {
+func (e *env) spawnVia(t testing.TB, opts ...ProcOpt) (*redistest.Proxy, *Proc) {
 	t.Helper()
-	px := startProxy(t, e.srv.Addr)
+	px := redistest.StartProxy(t, e.srv.Addr)
 	return px, e.c.Spawn(append([]ProcOpt{viaAddr(px.Addr)}, opts...)...)
 }
 
