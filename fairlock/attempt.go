@@ -11,41 +11,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A request is what one Acquire call asks for.
-type request struct {
-	ref      *lockRef
-	lock     LockKind // as events report it: LockMutex, LockSemaphore, LockRead or LockWrite
-	permits  int      // as events report them: n for a semaphore, else 1
-	suffix   string   // what the token carries after its number: "#" and the permits Redis counts, if more than one
-	capacity any      // a semaphore's capacity as a script argument, noArg for a mutex
-	limit    any      // its group limit, noneArg for none
-}
-
-// A waiter is one token of an Acquire call: queued in Redis, or about to
-// be. A call that loses its place queues again under a new token.
-type waiter struct {
-	ref     *lockRef
-	req     request
-	session *session
-	token   string
-	group   string
-	meta    string    // its Acquire's WithMetadata, "" if none
-	start   time.Time // when its Acquire call began, for Event.Wait
-	// sent is when the request that queued it was sent: its grant's record
-	// lives at least until sent plus the record TTL. books.mu guards it.
-	sent time.Time
-	// queued is set once EventEnqueued reported it, so that the event that
-	// reports it leaving says so (Event.Queued). Only its Acquire touches it.
-	queued bool
-	// position is its place as last reported (books.mu), and onPosition
-	// hears of changes (OnPosition).
-	position   int
-	onPosition func(position int)
-
-	granted chan int64    // the fence, once granted
-	evicted chan struct{} // it lost its place in the queue
-}
-
 // An attempt is one Acquire or TryAcquire call.
 type attempt struct {
 	l          *Locker
@@ -76,7 +41,7 @@ func (l *Locker) acquire(ctx context.Context, req request, wait bool, opts []Acq
 		return nil, ErrClosed
 	}
 	defer l.calls.Done()
-	if err := l.checks.ensure(ctx, l); err != nil {
+	if err := l.checks.ensure(ctx, l.client, &l.cfg); err != nil {
 		return nil, failed("acquire", req.ref.name, err)
 	}
 	return a.run(ctx)
@@ -251,7 +216,7 @@ func (a *attempt) fail(w *waiter, err error, inRedis bool) error {
 	a.l.drop(w)
 	e := w.event(EventCancelled)
 	e.Wait, e.Err = time.Since(a.start), err
-	a.l.observe(e)
+	a.l.cfg.observe(e)
 	return err
 }
 
@@ -269,7 +234,7 @@ func (a *attempt) queued(w *waiter, position int) {
 	w.queued = true
 	e := w.event(EventEnqueued)
 	e.Position = position
-	l.observe(e)
+	l.cfg.observe(e)
 	if a.cfg.onQueued != nil {
 		a.cfg.onQueued(position)
 	}
@@ -324,7 +289,7 @@ func (a *attempt) accept(ctx context.Context, w *waiter, fence int64) (*Lease, e
 		l.drop(w)
 		e := w.event(EventCancelled)
 		e.Wait, e.Queued, e.Err = time.Since(w.start), true, fmt.Errorf("%w: %w", ErrPlaceLost, errGrantExpired)
-		l.observe(e)
+		l.cfg.observe(e)
 		return nil, errGrantExpired
 	}
 	// Its session is alive in Redis (extend.lua checks), so the local
@@ -382,43 +347,51 @@ func (l *Locker) stillToOpen(s *session, open []any) []any {
 	return open
 }
 
-// event starts an Event about w.
-func (w *waiter) event(kind EventKind) Event {
-	return Event{Kind: kind, Name: w.ref.name, Lock: w.req.lock, Permits: w.req.permits, Group: w.group, Token: w.token}
-}
-
-// forget takes w off this Locker's books; its session still counts it.
-func (l *Locker) forget(w *waiter) {
-	b := &l.books
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.forget(w)
-}
-
-func (b *books) forget(w *waiter) {
-	delete(b.waiters, w.token)
-	delete(w.session.waiters, w)
-	if ll := b.lockOf(w.ref); ll != nil {
-		delete(ll.waiters, w)
-		b.dropIfIdle(ll)
-	}
-}
-
-// drop forgets a waiter that Redis surely does not hold.
-func (l *Locker) drop(w *waiter) {
-	b := &l.books
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.forget(w)
-	w.session.leave()
-}
-
 // grant makes the Lease for w's granted token and puts it under the
 // heartbeat's care. If the Locker was closed meanwhile, the lock is
 // released at once rather than left to a holder nobody will return it to.
 // queued says whether the token had been reported by EventEnqueued.
 func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, queued bool) (*Lease, error) {
-	s := &Lease{
+	s, closed, live := l.newLease(w, fence)
+	// A grant given up here ends as EventCancelled; the lease, never handed
+	// out, reports no end of its own (see Lease.end).
+	switch {
+	case closed:
+		return nil, l.giveUp(ctx, s, w, queued, ErrClosed)
+	case !live:
+		// Its session ended meanwhile: nobody counts the grant as held.
+		s.end(ErrLost, false)
+		e := w.event(EventCancelled)
+		e.Wait, e.Queued, e.Err = time.Since(w.start), queued, ErrPlaceLost
+		l.cfg.observe(e)
+		return nil, ErrPlaceLost
+	}
+	if l.cfg.replicas > 0 {
+		if err := l.awaitReplicas(ctx, s); err != nil {
+			return nil, l.giveUp(ctx, s, w, queued, ctxError(ctx, failed("acquire", w.ref.name, err)))
+		}
+	}
+	s.mu.Lock()
+	s.granted = time.Now()
+	lost := s.err != nil
+	s.mu.Unlock()
+	e := w.event(EventGranted)
+	e.Fence, e.Wait, e.Queued = fence, time.Since(w.start), queued
+	l.cfg.observe(e)
+	if lost {
+		// It ended before it was handed out, and Lease.end did not report
+		// that: report it now, so every grant has an end.
+		e := s.event(EventLost)
+		e.Fence, e.Err = fence, ErrLost
+		l.cfg.observe(e)
+	}
+	return s, nil
+}
+
+// newLease turns w into a Lease and puts it on the books, unless the
+// Locker closed or w's session ended meanwhile.
+func (l *Locker) newLease(w *waiter, fence int64) (s *Lease, closed, live bool) {
+	s = &Lease{
 		locker:  l,
 		ref:     w.ref,
 		session: w.session,
@@ -432,8 +405,8 @@ func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, queued bool)
 	}
 	b := &l.books
 	b.mu.Lock()
-	closed := b.closed
-	_, live := b.sessions[w.session]
+	closed = b.closed
+	_, live = b.sessions[w.session]
 	live = live && time.Now().Before(w.session.leaseUntil)
 	until := w.sent.Add(l.cfg.recordTTL())
 	b.forget(w)
@@ -450,39 +423,7 @@ func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, queued bool)
 	s.setRecordUntil(until, true)
 	s.renewAt = time.Now().Add(l.cfg.keepTTL() / 3)
 	s.mu.Unlock()
-	// A grant given up here ends as EventCancelled; the lease, never handed
-	// out, reports no end of its own (see Lease.end).
-	switch {
-	case closed:
-		return nil, l.giveUp(ctx, s, w, queued, ErrClosed)
-	case !live:
-		// Its session ended meanwhile: nobody counts the grant as held.
-		s.end(ErrLost, false)
-		e := w.event(EventCancelled)
-		e.Wait, e.Queued, e.Err = time.Since(w.start), queued, ErrPlaceLost
-		l.observe(e)
-		return nil, ErrPlaceLost
-	}
-	if l.cfg.replicas > 0 {
-		if err := l.awaitReplicas(ctx, s); err != nil {
-			return nil, l.giveUp(ctx, s, w, queued, ctxError(ctx, failed("acquire", w.ref.name, err)))
-		}
-	}
-	s.mu.Lock()
-	s.granted = time.Now()
-	lost := s.err != nil
-	s.mu.Unlock()
-	e := w.event(EventGranted)
-	e.Fence, e.Wait, e.Queued = fence, time.Since(w.start), queued
-	l.observe(e)
-	if lost {
-		// It ended before it was handed out, and Lease.end did not report
-		// that: report it now, so every grant has an end.
-		e := s.event(EventLost)
-		e.Fence, e.Err = fence, ErrLost
-		l.observe(e)
-	}
-	return s, nil
+	return s, closed, live
 }
 
 // giveUp releases a grant that Acquire does not hand out, and reports the
@@ -491,6 +432,6 @@ func (l *Locker) giveUp(ctx context.Context, s *Lease, w *waiter, queued bool, e
 	s.Release(context.WithoutCancel(ctx)) //nolint:errcheck // best effort: the Locker retries a release Redis did not answer
 	e := w.event(EventCancelled)
 	e.Wait, e.Queued, e.Err = time.Since(w.start), queued, err
-	l.observe(e)
+	l.cfg.observe(e)
 	return err
 }

@@ -76,8 +76,6 @@ func (b *books) dropIfIdle(ll *localLock) {
 // lockOf is the record of the lock ref, or nil. books.mu is held.
 func (b *books) lockOf(ref *lockRef) *localLock { return b.locks[refKey{ref.kind, ref.name}] }
 
-func (l *Locker) observe(e Event) { l.cfg.observe(e) }
-
 // kickHeartbeat asks for a heartbeat now, after notifications may have been
 // lost.
 func (l *Locker) kickHeartbeat() { signal(l.kick) }
@@ -87,4 +85,170 @@ func signal(ch chan struct{}) {
 	case ch <- struct{}{}:
 	default:
 	}
+}
+
+// A session is this Locker's liveness in one Redis, or on Redis Cluster in
+// one lock name's slot (a script sees only its own slot). Every party of
+// the Locker (waiter, lease, withdrawal) lives in one, and its token starts
+// with the session's id, so that any script can tell whether the party's
+// Locker is alive (scripts/lib/tokens.lua). Two keys say so, renewed every
+// heartbeat however many parties there are: the holders' key, with the
+// lease TTL, and the waiters' key, with the waiter TTL. So holding 10,000
+// locks costs one renewal, not 10,000.
+//
+// A session that Redis lost, or whose renewal failed for longer than its
+// TTL, is never renewed again: its parties are lost, and the Locker starts a
+// new session for new parties. A session left without parties for a
+// heartbeat is forgotten the same way, and its keys expire.
+type session struct {
+	id    string
+	scope string // "" on one Redis; the lock name on Cluster
+	keys  [2]any // holders' and waiters' keys, boxed
+	// opened is set once a call that wrote its keys was answered.
+	opened bool
+	// parties counts its waiters, leases and withdrawals; idle is when it
+	// fell to 0.
+	parties int
+	idle    time.Time
+	// leaseUntil and waitUntil are the local deadlines of its holders and
+	// its waiters: a renewal sent at t that Redis answered moves them to t
+	// plus the TTLs (the lease's less the margin). Redis cannot drop the
+	// keys before.
+	leaseUntil, waitUntil time.Time
+	waitLost              bool // its waiters' key is gone: no new waiter joins it
+	expiry                *time.Timer
+	leases                map[*Lease]struct{}
+	waiters               map[*waiter]struct{}
+}
+
+// left counts a party out of s. books.mu is held.
+func (s *session) left() {
+	s.parties--
+	if s.parties == 0 {
+		s.idle = time.Now()
+	}
+}
+
+// A request is what one Acquire call asks for.
+type request struct {
+	ref      *lockRef
+	lock     LockKind // as events report it: LockMutex, LockSemaphore, LockRead or LockWrite
+	permits  int      // as events report them: n for a semaphore, else 1
+	suffix   string   // what the token carries after its number: "#" and the permits Redis counts, if more than one
+	capacity any      // a semaphore's capacity as a script argument, noArg for a mutex
+	limit    any      // its group limit, noneArg for none
+}
+
+// A waiter is one token of an Acquire call: queued in Redis, or about to
+// be. A call that loses its place queues again under a new token.
+type waiter struct {
+	ref     *lockRef
+	req     request
+	session *session
+	token   string
+	group   string
+	meta    string    // its Acquire's WithMetadata, "" if none
+	start   time.Time // when its Acquire call began, for Event.Wait
+	// sent is when the request that queued it was sent: its grant's record
+	// lives at least until sent plus the record TTL. books.mu guards it.
+	sent time.Time
+	// queued is set once EventEnqueued reported it, so that the event that
+	// reports it leaving says so (Event.Queued). Only its Acquire touches it.
+	queued bool
+	// position is its place as last reported (books.mu), and onPosition
+	// hears of changes (OnPosition).
+	position   int
+	onPosition func(position int)
+
+	granted chan int64    // the fence, once granted
+	evicted chan struct{} // it lost its place in the queue
+}
+
+// event starts an Event about w.
+func (w *waiter) event(kind EventKind) Event {
+	return Event{Kind: kind, Name: w.ref.name, Lock: w.req.lock, Permits: w.req.permits, Group: w.group, Token: w.token}
+}
+
+func (b *books) forget(w *waiter) {
+	delete(b.waiters, w.token)
+	delete(w.session.waiters, w)
+	if ll := b.lockOf(w.ref); ll != nil {
+		delete(ll.waiters, w)
+		b.dropIfIdle(ll)
+	}
+}
+
+// A Lease is a held lock, or a semaphore's or read-write lock's grant. It
+// ends when released, or when lost: its session or record expired, it was
+// ended by force, or Redis forgot it. Done and Err tell which.
+//
+// A holder learns of a loss from its own clock: its lease ends locally a
+// margin (a tenth of the lease TTL) before Redis could let anyone else in,
+// counted from the last renewal Redis answered. A process that is paused
+// or starved for longer than that margin (GC, swap, SIGSTOP, a loaded
+// machine) can still act after its lock passed on; only Fence, passed to
+// the storage the lock guards, protects the resource then.
+type Lease struct {
+	locker  *Locker
+	ref     *lockRef
+	session *session
+	lock    LockKind // what the Acquire asked for, as events report it
+	permits int
+	group   string
+	token   string
+	fence   int64
+	hasMeta bool // Redis has metadata under token to drop or keep; never changed
+	done    chan struct{}
+
+	mu          sync.Mutex
+	err         error       // nil while held
+	recordUntil time.Time   // before it, Redis surely still has the record
+	expiry      *time.Timer // ends the lease at recordUntil, whatever the heartbeat is doing
+	renewAt     time.Time   // when the heartbeat renews the record
+	releasing   bool        // Release was sent: a lease found gone is no loss
+	granted     time.Time   // when Acquire handed it out, for Event.Held; zero before
+}
+
+// event starts an Event about s.
+func (s *Lease) event(kind EventKind) Event {
+	return Event{Kind: kind, Name: s.ref.name, Lock: s.lock, Permits: s.permits, Group: s.group, Token: s.token}
+}
+
+// A withdrawal is a token that Redis may still hold, queued or granted,
+// after its call failed: a reply lost after Redis ran it, a Redis that went
+// away. Its session keeps it alive for as long as the Locker runs, so the
+// Locker withdraws it (cancel.lua, which also releases a grant) at every
+// heartbeat until Redis answers, or until the session itself is lost and
+// takes the token with it. So a caller told that its call failed holds
+// nothing within one heartbeat of Redis answering again.
+type withdrawal struct {
+	ref     *lockRef
+	session *session
+	hasMeta bool
+}
+
+// deliver hands a grant to a waiter once; repeats (message and heartbeat
+// both) are dropped.
+func deliver(w *waiter, fence int64) {
+	select {
+	case w.granted <- fence:
+	default:
+	}
+}
+
+// forget takes w off this Locker's books; its session still counts it.
+func (l *Locker) forget(w *waiter) {
+	b := &l.books
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.forget(w)
+}
+
+// drop forgets a waiter that Redis surely does not hold.
+func (l *Locker) drop(w *waiter) {
+	b := &l.books
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.forget(w)
+	w.session.left()
 }

@@ -2,7 +2,11 @@ package fairlock
 
 import (
 	"errors"
+	"strconv"
 	"strings"
+	"unicode/utf8"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Errors returned by fairlock; match them with errors.Is.
@@ -54,4 +58,40 @@ func (e *opError) Unwrap() error { return e.err }
 // failed wraps err as the failure of op on the lock called name.
 func failed(op, name string, err error) error {
 	return &opError{op: op + " " + quoteName(name), err: err}
+}
+
+// isRedisError tells an error reply of Redis, which means it ran the
+// command, from an error of the network or the client, which may mean it
+// did not.
+func isRedisError(err error) bool {
+	var rerr redis.Error
+	return errors.As(err, &rerr) && !errors.Is(err, redis.ErrClosed)
+}
+
+// quotedNameLen is how much of a lock name errors and log lines show.
+const quotedNameLen = 32
+
+// quoteName quotes a lock name for an error or log line: whole if short,
+// else its first quotedNameLen bytes and its length, so that a huge name
+// cannot flood a log.
+func quoteName(name string) string {
+	if len(name) <= quotedNameLen {
+		return strconv.Quote(name)
+	}
+	cut := quotedNameLen
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return strconv.Quote(name[:cut]+"…") + " (" + byteSize(len(name)) + ")"
+}
+
+// byteSize writes n bytes the way people read sizes: "600 MiB", "4.5 KiB".
+func byteSize(n int) string {
+	units := []string{"bytes", "KiB", "MiB", "GiB"}
+	size, unit := float64(n), 0
+	for size >= 1024 && unit < len(units)-1 {
+		size /= 1024
+		unit++
+	}
+	return strings.TrimSuffix(strconv.FormatFloat(size, 'f', 1, 64), ".0") + " " + units[unit]
 }

@@ -1,8 +1,6 @@
 package fairlock
 
 import (
-	"context"
-	"log/slog"
 	"time"
 )
 
@@ -120,30 +118,6 @@ type Event struct {
 	// context's error, ErrClosed, ErrPlaceLost, or a Redis error, possibly
 	// joined with the error of leaving the queue. Match it with errors.Is.
 	Err error
-}
-
-// wantsPositions tells whether anyone listens for EventEnqueued and
-// EventMoved positions, which cost Redis a count.
-func (c *config) wantsPositions() bool {
-	return c.observer != nil || c.logger != nil
-}
-
-func (c *config) observe(e Event) {
-	if c.observer != nil {
-		c.observer(e)
-	}
-	if c.logger == nil {
-		return
-	}
-	level := slog.LevelDebug
-	if e.Kind == EventLost || e.Kind == EventHeartbeatFailed || e.Kind == EventWarning {
-		level = slog.LevelWarn
-	}
-	c.logger.LogAttrs(context.Background(), level, "fairlock "+e.Kind.String(),
-		slog.String("name", logName(e.Name)), slog.String("token", e.Token),
-		slog.Int("position", e.Position), slog.Int64("fence", e.Fence),
-		slog.Duration("wait", e.Wait), slog.Duration("held", e.Held),
-		slog.Bool("queued", e.Queued), slog.Any("err", e.Err))
 }
 
 // logName is a lock name as log lines show it: as it is if short, else

@@ -67,6 +67,14 @@ func (l *Locker) fastAcquire(ctx context.Context, w *waiter, open []any) (fence 
 	if err != nil {
 		return 0, 0, err
 	}
+	if fence < scripts.FenceFloor {
+		// A new fence key, or one not seeded yet (whether this call took
+		// the lock or not): seed it, and draw this grant's fence after the
+		// seed.
+		if fence, err = ref.kind.scripts.seed.run(ctx, l.client, ref.call(), retried).Int64(); err != nil {
+			return 0, 0, err
+		}
+	}
 	if found < 2 {
 		if took {
 			// Nobody counts a grant of a dead session as held; handing the
@@ -84,13 +92,6 @@ func (l *Locker) fastAcquire(ctx context.Context, w *waiter, open []any) (fence 
 		// the first live one, or frees it if none is.
 		ref.markBusy(l.cfg.heartbeat())
 		return 0, fastQueued, l.cancelToken(ctx, ref, w.token, false)
-	}
-	if fence < scripts.FenceFloor {
-		// A new fence key, or one not seeded yet: seed it, and draw this
-		// grant's fence after the seed. It also gives the key its TTL.
-		if fence, err = ref.kind.scripts.seed.run(ctx, l.client, ref.call(), retried).Int64(); err != nil {
-			return 0, 0, err
-		}
 	}
 	return fence, fastGranted, nil
 }

@@ -48,7 +48,7 @@ func (l *Locker) beat() {
 		for _, r := range renewals {
 			switch held, err := r.cmd.Int(); {
 			case err != nil:
-				l.observe(Event{Kind: EventHeartbeatFailed, Name: r.lease.ref.name, Lock: r.lease.ref.kind.lock, Err: err})
+				l.cfg.observe(Event{Kind: EventHeartbeatFailed, Name: r.lease.ref.name, Lock: r.lease.ref.kind.lock, Err: err})
 			case held == 1:
 				r.lease.renewed(sent)
 			default:
@@ -213,7 +213,7 @@ func (l *Locker) applyHeartbeat(c *heartbeatCall) {
 		st, err = parseInts(res, len(c.waiters))
 	}
 	if err != nil {
-		l.observe(Event{Kind: EventHeartbeatFailed, Name: c.ref.name, Lock: c.ref.kind.lock, Err: err})
+		l.cfg.observe(Event{Kind: EventHeartbeatFailed, Name: c.ref.name, Lock: c.ref.kind.lock, Err: err})
 		return
 	}
 	type move struct {
@@ -242,19 +242,10 @@ func (l *Locker) applyHeartbeat(c *heartbeatCall) {
 	for _, m := range moved {
 		e := m.w.event(EventMoved)
 		e.Position = m.position
-		l.observe(e)
+		l.cfg.observe(e)
 		if m.w.onPosition != nil {
 			m.w.onPosition(m.position)
 		}
-	}
-}
-
-// deliver hands a grant to a waiter once; repeats (message and heartbeat
-// both) are dropped.
-func deliver(w *waiter, fence int64) {
-	select {
-	case w.granted <- fence:
-	default:
 	}
 }
 

@@ -2,9 +2,7 @@ package fairlock
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
-	"unicode/utf8"
 )
 
 // MaxNameLen is the longest lock name, in bytes, that fairlock accepts. A
@@ -94,14 +92,14 @@ func keyBase(prefix string) string {
 	return prefix + ":"
 }
 
-// nameFromKey returns the lock name of key if it is a key of that kind
-// ("lock", "queue", ...) under prefix.
-func nameFromKey(prefix, kind, key string) (string, bool) {
+// nameFromKey returns the lock name of key if it is a key with that suffix
+// ("lock", "sem:order", ...) under prefix.
+func nameFromKey(prefix, suffix, key string) (string, bool) {
 	esc, ok := strings.CutPrefix(key, keyBase(prefix)+"{")
 	if !ok {
 		return "", false
 	}
-	if esc, ok = strings.CutSuffix(esc, "}:"+kind); !ok {
+	if esc, ok = strings.CutSuffix(esc, "}:"+suffix); !ok {
 		return "", false
 	}
 	return unescapeName(esc)
@@ -115,32 +113,4 @@ func checkName(name string) error {
 		return fmt.Errorf("%w: lock name %s is longer than MaxNameLen (%s)", ErrInvalid, quoteName(name), byteSize(MaxNameLen))
 	}
 	return nil
-}
-
-// quotedNameLen is how much of a lock name errors and log lines show.
-const quotedNameLen = 32
-
-// quoteName quotes a lock name for an error or log line: whole if short,
-// else its first quotedNameLen bytes and its length, so that a huge name
-// cannot flood a log.
-func quoteName(name string) string {
-	if len(name) <= quotedNameLen {
-		return strconv.Quote(name)
-	}
-	cut := quotedNameLen
-	for cut > 0 && !utf8.RuneStart(name[cut]) {
-		cut--
-	}
-	return strconv.Quote(name[:cut]+"…") + " (" + byteSize(len(name)) + ")"
-}
-
-// byteSize writes n bytes the way people read sizes: "600 MiB", "4.5 KiB".
-func byteSize(n int) string {
-	units := []string{"bytes", "KiB", "MiB", "GiB"}
-	size, unit := float64(n), 0
-	for size >= 1024 && unit < len(units)-1 {
-		size /= 1024
-		unit++
-	}
-	return strings.TrimSuffix(strconv.FormatFloat(size, 'f', 1, 64), ".0") + " " + units[unit]
 }

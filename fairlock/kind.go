@@ -28,3 +28,9 @@ func kindOf(lk LockKind) *kind {
 	}
 	return nil
 }
+
+// MaxCapacity is the largest capacity a Semaphore takes. Permits are
+// counted in Lua, whose numbers are exact integers up to 2^53; 2^30 leaves
+// room for any sum of them. A read-write lock is a semaphore of this
+// capacity whose writers take all of it.
+const MaxCapacity = 1 << 30

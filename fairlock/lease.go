@@ -4,42 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
-
-// A Lease is a held lock, or a semaphore's or read-write lock's grant. It
-// ends when released, or when lost: its session or record expired, it was
-// ended by force, or Redis forgot it. Done and Err tell which.
-//
-// A holder learns of a loss from its own clock: its lease ends locally a
-// margin (a tenth of the lease TTL) before Redis could let anyone else in,
-// counted from the last renewal Redis answered. A process that is paused
-// or starved for longer than that margin (GC, swap, SIGSTOP, a loaded
-// machine) can still act after its lock passed on; only Fence, passed to
-// the storage the lock guards, protects the resource then.
-type Lease struct {
-	locker  *Locker
-	ref     *lockRef
-	session *session
-	lock    LockKind // what the Acquire asked for, as events report it
-	permits int
-	group   string
-	token   string
-	fence   int64
-	hasMeta bool // Redis has metadata under token to drop or keep; never changed
-	done    chan struct{}
-
-	mu          sync.Mutex
-	err         error       // nil while held
-	recordUntil time.Time   // before it, Redis surely still has the record
-	expiry      *time.Timer // ends the lease at recordUntil, whatever the heartbeat is doing
-	renewAt     time.Time   // when the heartbeat renews the record
-	releasing   bool        // Release was sent: a lease found gone is no loss
-	granted     time.Time   // when Acquire handed it out, for Event.Held; zero before
-}
 
 // Name is the lock's name.
 func (s *Lease) Name() string { return s.ref.name }
@@ -116,14 +82,6 @@ func (s *Lease) Release(ctx context.Context) error {
 	return nil
 }
 
-// isRedisError tells an error reply of Redis, which means it ran the
-// command, from an error of the network or the client, which may mean it
-// did not.
-func isRedisError(err error) bool {
-	var rerr redis.Error
-	return errors.As(err, &rerr) && !errors.Is(err, redis.ErrClosed)
-}
-
 // Extend sets the lease's remaining time in Redis to ttl, which may shorten
 // it. With auto-renew on, the next heartbeat makes it long again. It
 // returns ErrNotHeld, changing nothing, if the lease was lost.
@@ -158,7 +116,7 @@ func (s *Lease) renewed(sent time.Time) {
 	s.setRecordUntil(sent.Add(s.locker.cfg.recordTTL()), false)
 	s.renewAt = sent.Add(s.locker.cfg.keepTTL() / 3)
 	s.mu.Unlock()
-	s.locker.observe(s.event(EventRenewed))
+	s.locker.cfg.observe(s.event(EventRenewed))
 }
 
 // needsRenewal tells whether the heartbeat should renew the record now.
@@ -232,7 +190,7 @@ func (s *Lease) end(err error, withdraw bool) {
 	if withdraw {
 		l.books.pending[s.token] = &withdrawal{ref: s.ref, session: s.session, hasMeta: s.hasMeta}
 	} else {
-		s.session.leave()
+		s.session.left()
 	}
 	l.books.mu.Unlock()
 	if granted.IsZero() {
@@ -244,12 +202,7 @@ func (s *Lease) end(err error, withdraw bool) {
 	}
 	e := s.event(kind)
 	e.Fence, e.Held, e.Err = s.fence, time.Since(granted), err
-	l.observe(e)
-}
-
-// event starts an Event about s.
-func (s *Lease) event(kind EventKind) Event {
-	return Event{Kind: kind, Name: s.ref.name, Lock: s.lock, Permits: s.permits, Group: s.group, Token: s.token}
+	l.cfg.observe(e)
 }
 
 // do runs fn while holding the lease acquire returns, then releases it, on

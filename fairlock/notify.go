@@ -25,13 +25,13 @@ import (
 // A notifier keeps a Locker's subscriptions. Its mutex guards its maps
 // only: no network call is made under it.
 type notifier struct {
-	client  redis.UniversalClient
-	cluster *redis.ClusterClient // nil off Cluster
-	period  time.Duration        // the Locker's heartbeat
-	deliver func(payload string) // hands a message's grants to the waiters
-	lost    func()               // messages may have been lost: ask for a heartbeat
-	stopped <-chan struct{}
-	bg      *sync.WaitGroup
+	client   redis.UniversalClient
+	cluster  *redis.ClusterClient // nil off Cluster
+	period   time.Duration        // the Locker's heartbeat
+	onGrants func(payload string) // hands a message's grants to the waiters
+	lost     func()               // messages may have been lost: ask for a heartbeat
+	stopped  <-chan struct{}
+	bg       *sync.WaitGroup
 
 	mu    sync.Mutex
 	subs  map[string]*subscription // by channel
@@ -55,8 +55,8 @@ type pubsubConn struct {
 	listening bool
 }
 
-func newNotifier(client redis.UniversalClient, period time.Duration, stopped <-chan struct{}, bg *sync.WaitGroup, deliver func(string), lost func()) *notifier {
-	n := &notifier{client: client, period: period, deliver: deliver, lost: lost, stopped: stopped, bg: bg,
+func newNotifier(client redis.UniversalClient, period time.Duration, stopped <-chan struct{}, bg *sync.WaitGroup, onGrants func(string), lost func()) *notifier {
+	n := &notifier{client: client, period: period, onGrants: onGrants, lost: lost, stopped: stopped, bg: bg,
 		subs: map[string]*subscription{}, conns: map[string]*pubsubConn{}}
 	n.cluster, _ = client.(*redis.ClusterClient)
 	return n
@@ -200,7 +200,7 @@ func (n *notifier) listen(ps *redis.PubSub, node string) {
 		}
 		switch m := msg.(type) {
 		case *redis.Message:
-			n.deliver(m.Payload)
+			n.onGrants(m.Payload)
 		case *redis.Subscription:
 			if m.Kind == "sunsubscribe" {
 				// Not asked for (dropIdle forgets a channel first): its slot

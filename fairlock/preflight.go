@@ -27,30 +27,30 @@ type preflight struct {
 const MinRedisVersion = "7.0.0"
 
 // ensure returns the result of the check, running it if needed.
-func (p *preflight) ensure(ctx context.Context, l *Locker) error {
+func (p *preflight) ensure(ctx context.Context, client redis.UniversalClient, cfg *config) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.done {
 		return p.err
 	}
-	err := l.inspectServers(ctx)
+	err := inspectServers(ctx, client)
 	var unknown *unknownServer
 	switch {
 	case err == nil:
 	case errors.As(err, &unknown):
 		if !unknown.miniredis {
-			l.warn(unknown)
+			warn(cfg, unknown)
 		}
 		err = nil
-	case errors.Is(err, ErrUnsafeEviction) && l.cfg.unsafeEviction:
-		l.warn(err)
+	case errors.Is(err, ErrUnsafeEviction) && cfg.unsafeEviction:
+		warn(cfg, err)
 		err = nil
 	case errors.Is(err, ErrUnsafeEviction), errors.Is(err, errTooOld):
 		// Refused: every acquire returns it.
 	case !isRedisError(err):
 		return err // no answer: ask again next time
 	default:
-		l.warn(&unknownServer{err: err})
+		warn(cfg, &unknownServer{err: err})
 		err = nil
 	}
 	p.done, p.err = true, err
@@ -72,16 +72,16 @@ func (u *unknownServer) Error() string {
 
 // warn reports a risk the Locker goes on with, once: as an Event, and in
 // the log (slog's default logger when WithLogger gave none).
-func (l *Locker) warn(err error) {
-	l.observe(Event{Kind: EventWarning, Err: err})
-	if l.cfg.logger == nil {
+func warn(cfg *config, err error) {
+	cfg.observe(Event{Kind: EventWarning, Err: err})
+	if cfg.logger == nil {
 		slog.Warn("fairlock: going on despite a risk", "err", err)
 	}
 }
 
 // inspectServers checks every primary.
-func (l *Locker) inspectServers(ctx context.Context) error {
-	switch c := l.client.(type) {
+func inspectServers(ctx context.Context, client redis.UniversalClient) error {
+	switch c := client.(type) {
 	case *redis.ClusterClient:
 		var mu sync.Mutex
 		var first error
@@ -100,7 +100,7 @@ func (l *Locker) inspectServers(ctx context.Context) error {
 		}
 		return err
 	default:
-		return inspectServer(ctx, l.client)
+		return inspectServer(ctx, client)
 	}
 }
 

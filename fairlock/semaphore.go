@@ -6,12 +6,6 @@ import (
 	"strconv"
 )
 
-// MaxCapacity is the largest capacity a Semaphore takes. Permits are
-// counted in Lua, whose numbers are exact integers up to 2^53; 2^30 leaves
-// room for any sum of them. A read-write lock is a semaphore of this
-// capacity whose writers take all of it.
-const MaxCapacity = 1 << 30
-
 // A Semaphore is a fair counting semaphore of one name, shared by every
 // Locker on the same Redis: at most Capacity permits are held at once,
 // within their leases, and requests are granted in strict FIFO order among

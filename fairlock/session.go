@@ -8,40 +8,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// A session is this Locker's liveness in one Redis, or on Redis Cluster in
-// one lock name's slot (a script sees only its own slot). Every party of
-// the Locker (waiter, lease, withdrawal) lives in one, and its token starts
-// with the session's id, so that any script can tell whether the party's
-// Locker is alive (scripts/lib/tokens.lua). Two keys say so, renewed every
-// heartbeat however many parties there are: the holders' key, with the
-// lease TTL, and the waiters' key, with the waiter TTL. So holding 10,000
-// locks costs one renewal, not 10,000.
-//
-// A session that Redis lost, or whose renewal failed for longer than its
-// TTL, is never renewed again: its parties are lost, and the Locker starts a
-// new session for new parties. A session left without parties for a
-// heartbeat is forgotten the same way, and its keys expire.
-type session struct {
-	id    string
-	scope string // "" on one Redis; the lock name on Cluster
-	keys  [2]any // holders' and waiters' keys, boxed
-	// opened is set once a call that wrote its keys was answered.
-	opened bool
-	// parties counts its waiters, leases and withdrawals; idle is when it
-	// fell to 0.
-	parties int
-	idle    time.Time
-	// leaseUntil and waitUntil are the local deadlines of its holders and
-	// its waiters: a renewal sent at t that Redis answered moves them to t
-	// plus the TTLs (the lease's less the margin). Redis cannot drop the
-	// keys before.
-	leaseUntil, waitUntil time.Time
-	waitLost              bool // its waiters' key is gone: no new waiter joins it
-	expiry                *time.Timer
-	leases                map[*Lease]struct{}
-	waiters               map[*waiter]struct{}
-}
-
 // sessionFor returns the session that a new party on ref joins, counted
 // in. books.mu is held.
 func (l *Locker) sessionFor(ref *lockRef) *session {
@@ -58,14 +24,6 @@ func (l *Locker) sessionFor(ref *lockRef) *session {
 	}
 	s.parties++
 	return s
-}
-
-// leave counts a party out of s. books.mu is held.
-func (s *session) leave() {
-	s.parties--
-	if s.parties == 0 {
-		s.idle = time.Now()
-	}
 }
 
 // openArgs are what a call that opens s sends (acquire.lua's last ARGV):
@@ -156,7 +114,7 @@ func (l *Locker) retire(s *session, all bool) ([]*Lease, []*waiter) {
 	for token, wd := range b.pending {
 		if wd.session == s {
 			delete(b.pending, token)
-			s.leave()
+			s.left()
 		}
 	}
 	leases := make([]*Lease, 0, len(s.leases))
@@ -223,7 +181,7 @@ func (l *Locker) renewSessions(ctx context.Context) {
 	for _, r := range rs {
 		held, err := r.holders.Result()
 		if err != nil {
-			l.observe(Event{Kind: EventHeartbeatFailed, Err: err})
+			l.cfg.observe(Event{Kind: EventHeartbeatFailed, Err: err})
 			continue
 		}
 		if !held {

@@ -7,19 +7,6 @@ import (
 	"time"
 )
 
-// A withdrawal is a token that Redis may still hold, queued or granted,
-// after its call failed: a reply lost after Redis ran it, a Redis that went
-// away. Its session keeps it alive for as long as the Locker runs, so the
-// Locker withdraws it (cancel.lua, which also releases a grant) at every
-// heartbeat until Redis answers, or until the session itself is lost and
-// takes the token with it. So a caller told that its call failed holds
-// nothing within one heartbeat of Redis answering again.
-type withdrawal struct {
-	ref     *lockRef
-	session *session
-	hasMeta bool
-}
-
 // withdraw takes token out of ref's lock now, or leaves it to the
 // heartbeat. The caller has counted it out of its own books; its session
 // counts it until it is gone.
@@ -33,7 +20,7 @@ func (l *Locker) withdraw(ctx context.Context, ref *lockRef, s *session, token s
 			return err
 		}
 	}
-	s.leave()
+	s.left()
 	return err
 }
 
@@ -61,7 +48,7 @@ func (l *Locker) retryWithdrawals() {
 		l.books.mu.Lock()
 		if l.books.pending[token] == wd {
 			delete(l.books.pending, token)
-			wd.session.leave()
+			wd.session.left()
 		}
 		l.books.mu.Unlock()
 	}
@@ -85,7 +72,7 @@ func (l *Locker) leave(w *waiter, why error) {
 			why = errors.Join(why, fmt.Errorf("fairlock: leaving the queue: %w", err))
 		}
 		left.Err = why
-		l.observe(left)
+		l.cfg.observe(left)
 	}()
 	timer := time.NewTimer(l.cfg.heartbeat())
 	defer timer.Stop()
