@@ -6,7 +6,7 @@ replace github.com/fairlock/fairlock => ../
 
 require (
 	github.com/bsm/redislock v0.10.0
-	github.com/fairlock/fairlock v0.0.0-00010101000000-000000000000
+	github.com/fairlock/fairlock v0.1.0
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/redis/go-redis/v9 v9.23.0
 	go.etcd.io/etcd/client/v3 v3.7.3

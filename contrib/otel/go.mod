@@ -5,7 +5,7 @@ go 1.26.0
 replace github.com/fairlock/fairlock => ../..
 
 require (
-	github.com/fairlock/fairlock v0.0.0-00010101000000-000000000000
+	github.com/fairlock/fairlock v0.1.0
 	github.com/redis/go-redis/v9 v9.23.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0

@@ -8,8 +8,8 @@ replace (
 )
 
 require (
-	github.com/fairlock/fairlock v0.0.0-00010101000000-000000000000
-	github.com/fairlock/fairlock/contrib/otel v0.0.0-00010101000000-000000000000
+	github.com/fairlock/fairlock v0.1.0
+	github.com/fairlock/fairlock/contrib/otel v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	go.opentelemetry.io/otel/exporters/prometheus v0.69.0
 	go.opentelemetry.io/otel/exporters/stdout/stdoutmetric v1.47.0
