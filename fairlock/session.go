@@ -181,7 +181,7 @@ func (l *Locker) renewSessions(ctx context.Context) {
 	for _, r := range rs {
 		held, err := r.holders.Result()
 		if err != nil {
-			l.cfg.observe(Event{Kind: EventHeartbeatFailed, Err: err})
+			l.renewalFailed(r.s, err)
 			continue
 		}
 		if !held {
@@ -193,6 +193,23 @@ func (l *Locker) renewSessions(ctx context.Context) {
 		if r.waiters != nil && r.waiters.Err() == nil && !waiting {
 			l.loseWaiters(r.s)
 		}
+	}
+}
+
+// renewalFailed reports a failed renewal of s as a failed heartbeat of
+// each lock its parties use.
+func (l *Locker) renewalFailed(s *session, err error) {
+	l.books.mu.Lock()
+	refs := map[*lockRef]bool{}
+	for lease := range s.leases {
+		refs[lease.ref] = true
+	}
+	for w := range s.waiters {
+		refs[w.ref] = true
+	}
+	l.books.mu.Unlock()
+	for ref := range refs {
+		l.cfg.observe(Event{Kind: EventHeartbeatFailed, Name: ref.name, Lock: ref.kind.lock, Err: err})
 	}
 }
 

@@ -23,8 +23,10 @@
 // fairlock.outcome is one of OutcomeGranted, OutcomeCancelled,
 // OutcomeTimedOut, OutcomeClosed and OutcomeError; fairlock.lease.end is
 // "released" or "lost". With WithLockName every instrument also gets
-// fairlock.lock.name; by default none does, because lock names are often
-// unbounded (account:42) and each distinct value is a new time series.
+// fairlock.lock.name, and with WithGroup fairlock.group (a semaphore
+// request's group, fairlock.WithGroup); by default neither does, because
+// lock names and tenants are often unbounded (account:42) and each
+// distinct value is a new time series.
 //
 // Observe only updates instruments in memory: it adds no Redis round trip
 // and takes no lock of its own on the default path, so it keeps to the
@@ -62,6 +64,9 @@ const (
 	// LockNameKey is the attribute that carries the value WithLockName
 	// maps a lock name to.
 	LockNameKey = attribute.Key("fairlock.lock.name")
+	// GroupKey is the attribute that carries the value WithGroup maps a
+	// request's group to.
+	GroupKey = attribute.Key("fairlock.group")
 	// LockKindKey is the attribute of every instrument that says which
 	// primitive the event is about: the String of fairlock.LockKind
 	// ("mutex", "semaphore", "read", "write", or "rwmutex" for a read-write
@@ -96,6 +101,7 @@ type Option func(*config)
 type config struct {
 	provider metric.MeterProvider
 	lockName func(string) string
+	group    func(string) string
 }
 
 // WithMeterProvider makes the instruments with mp instead of the global
@@ -115,6 +121,15 @@ func WithLockName(fn func(name string) string) Option {
 	return func(c *config) { c.lockName = fn }
 }
 
+// WithGroup adds the attribute fairlock.group to every instrument of a
+// semaphore request made with fairlock.WithGroup, with the value fn returns
+// for the group; an empty value leaves it out. As for WithLockName, fn must
+// be deterministic and fast, and should map unbounded groups (one per
+// customer) to a few classes.
+func WithGroup(fn func(group string) string) Option {
+	return func(c *config) { c.group = fn }
+}
+
 // Metrics holds the instruments. Its methods are safe for concurrent use,
 // and one Metrics may observe several Lockers.
 type Metrics struct {
@@ -125,13 +140,16 @@ type Metrics struct {
 	waiters  metric.Int64UpDownCounter
 	failures metric.Int64Counter
 
-	lockName func(string) string
+	lockName, group func(string) string
 	// By lock kind (Event.Lock; 0 for any unknown one): the sets of events
-	// whose lock name maps to no attribute, and the mapped lock name ->
-	// *attrSets of the others.
+	// whose lock name and group map to no attribute, and the mapped
+	// labels -> *attrSets of the others.
 	unnamed [numKinds]*attrSets
 	named   [numKinds]sync.Map
 }
+
+// labels are the mapped values of the optional attributes.
+type labels struct{ name, group string }
 
 // numKinds bounds the values of fairlock.LockKind that have their own
 // attribute value.
@@ -174,7 +192,7 @@ func New(opts ...Option) (*Metrics, error) {
 		c.provider = otel.GetMeterProvider()
 	}
 	meter := c.provider.Meter(ScopeName)
-	m := &Metrics{lockName: c.lockName}
+	m := &Metrics{lockName: c.lockName, group: c.group}
 	for k := range m.unnamed {
 		m.unnamed[k] = newAttrSets([]attribute.KeyValue{LockKindKey.String(fairlock.LockKind(k).String())})
 	}
@@ -273,22 +291,32 @@ func outcomeOf(err error) (o outcome, final bool) {
 	return failed, true
 }
 
-// sets returns the measurement options for e's lock kind and name.
+// sets returns the measurement options for e's lock kind, name and group.
 func (m *Metrics) sets(e fairlock.Event) *attrSets {
 	kind := int(e.Lock)
 	if kind < 0 || kind >= numKinds {
 		kind = 0
 	}
-	if m.lockName == nil {
+	var l labels
+	if m.lockName != nil {
+		l.name = m.lockName(e.Name)
+	}
+	if m.group != nil && e.Group != "" {
+		l.group = m.group(e.Group)
+	}
+	if l == (labels{}) {
 		return m.unnamed[kind]
 	}
-	v := m.lockName(e.Name)
-	if v == "" {
-		return m.unnamed[kind]
-	}
-	if s, ok := m.named[kind].Load(v); ok {
+	if s, ok := m.named[kind].Load(l); ok {
 		return s.(*attrSets)
 	}
-	s, _ := m.named[kind].LoadOrStore(v, newAttrSets([]attribute.KeyValue{LockKindKey.String(fairlock.LockKind(kind).String()), LockNameKey.String(v)}))
+	kv := []attribute.KeyValue{LockKindKey.String(fairlock.LockKind(kind).String())}
+	if l.name != "" {
+		kv = append(kv, LockNameKey.String(l.name))
+	}
+	if l.group != "" {
+		kv = append(kv, GroupKey.String(l.group))
+	}
+	s, _ := m.named[kind].LoadOrStore(l, newAttrSets(kv))
 	return s.(*attrSets)
 }
