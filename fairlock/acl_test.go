@@ -58,7 +58,7 @@ func TestACLRuleIsEnough(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire with WithReplicaAck (WAIT): %v", err)
 	}
-	s.Release(ctx)
+	released(t, s)
 	if err := a.Do(ctx, "acl", func(context.Context) error { return nil }); err != nil {
 		t.Fatalf("Do: %v", err)
 	}
@@ -85,7 +85,7 @@ func TestACLRuleIsEnough(t *testing.T) {
 		if err := got.Extend(ctx, leaseTTL); err != nil {
 			t.Fatalf("semaphore Extend: %v", err)
 		}
-		got.Release(ctx)
+		released(t, got)
 	}
 	ma, mb := mustRW(t, a, "acl"), mustRW(t, b, "acl")
 	writer := hold(t, ma.Lock)
@@ -93,9 +93,9 @@ func TestACLRuleIsEnough(t *testing.T) {
 	if st, err := mb.Inspect(ctx); err != nil || len(st.Holders) != 1 || st.Holders[0].Lock != fairlock.LockWrite || len(st.Waiters) != 1 {
 		t.Fatalf("read-write Inspect: %+v, %v", st, err)
 	}
-	writer.Release(ctx)
+	released(t, writer)
 	r, _ := await(t, reader, slack)
-	r.Release(ctx)
+	released(t, r)
 }
 
 // A user without the rule gets an error from its first call, promptly.
@@ -159,7 +159,7 @@ func TestACLWithoutTheChannels(t *testing.T) {
 	if n := cancelled.Load(); n != 2 {
 		t.Errorf("%d EventCancelled for 2 Acquires refused their subscription, want 2", n)
 	}
-	holder.Release(ctx)
+	released(t, holder)
 	s, err := l.TryAcquire(ctx, "x") // TryAcquire does not subscribe
 	if err != nil {
 		t.Fatal(err)
@@ -174,5 +174,5 @@ func TestACLWithoutTheChannels(t *testing.T) {
 		t.Fatalf("lease after the Release: %v", s.Err())
 	}
 	next, _ := await(t, w, heartbeat+slack) // from its heartbeat
-	next.Release(ctx)
+	released(t, next)
 }

@@ -49,17 +49,17 @@ func TestInspectListsLiveWaitersInOrder(t *testing.T) {
 	if st.Waiters[0].Metadata != "first" || st.Waiters[1].Metadata != "" {
 		t.Errorf("waiters' metadata: %+v", st.Waiters)
 	}
-	held.Release(ctx)
+	released(t, held)
 	a, _ := await(t, first, slack)
 	if a.Token() != st.Waiters[0].Token {
 		t.Errorf("first granted %s, Inspect listed %s first", a.Token(), st.Waiters[0].Token)
 	}
-	a.Release(ctx)
+	released(t, a)
 	b, _ := await(t, second, slack)
 	if b.Token() != st.Waiters[1].Token {
 		t.Errorf("second granted %s, Inspect listed %s second", b.Token(), st.Waiters[1].Token)
 	}
-	b.Release(ctx)
+	released(t, b)
 }
 
 // goneWaiter puts a waiter in the queue of the lock of key space space
@@ -99,7 +99,7 @@ func TestInspectIsBounded(t *testing.T) {
 	ctx := withTimeout(t, 20*time.Second)
 	l := newLocker(t, srv.Client(t), fairlock.WithWaiterTTL(time.Minute), fairlock.WithLeaseTTL(time.Minute))
 	held := mustAcquire(t, l, "big")
-	defer held.Release(ctx)
+	defer released(t, held)
 	session := liveSession(t, rdb, "many.1", time.Minute)
 	const n = fairlock.MaxListed + 500
 	p := rdb.Pipeline()
@@ -172,7 +172,7 @@ func TestForceReleaseWithNobodyWaiting(t *testing.T) {
 	if s, err := l.TryAcquire(ctx, "alone"); err != nil || s.Fence() <= held.Fence() {
 		t.Fatalf("TryAcquire after a forced release: %v", err)
 	} else {
-		s.Release(ctx)
+		released(t, s)
 	}
 }
 
@@ -208,7 +208,7 @@ func TestForceReleaseEveryKind(t *testing.T) {
 			t.Fatalf("lease %s ended by force was not told within a heartbeat", lease.Token())
 		}
 	}
-	got.Release(ctx)
+	released(t, got)
 
 	rw, rwW := mustRW(t, holders, "k"), mustRW(t, waiters, "k")
 	r1, r2 := hold(t, rw.RLock), hold(t, rw.RLock)
@@ -227,7 +227,7 @@ func TestForceReleaseEveryKind(t *testing.T) {
 	if st, _ := rw.Inspect(ctx); len(st.Holders) != 1 || st.Holders[0].Lock != fairlock.LockWrite || st.Holders[0].Token != w.Token() {
 		t.Fatalf("read-write lock after ending the readers: %+v", st)
 	}
-	w.Release(ctx)
+	released(t, w)
 }
 
 func TestNames(t *testing.T) {

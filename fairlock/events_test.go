@@ -129,7 +129,7 @@ func TestCancelledEventSaysWhyAndHowLong(t *testing.T) {
 			t.Errorf("cancelled event %d matches ErrPlaceLost: %v", i, e.Err)
 		}
 	}
-	held.Release(ctx)
+	released(t, held)
 	balance(t, rec, "why")
 }
 
@@ -169,9 +169,9 @@ func TestPlaceLostIsNotAnOutcome(t *testing.T) {
 	rdb.LRem(ctx, "fairlock:{requeue}:queue", 0, token)
 	rdb.ZRem(ctx, "fairlock:{requeue}:order", token)
 	waitEvents(t, rec, "requeue", fairlock.EventEnqueued, 2)
-	held.Release(ctx)
+	released(t, held)
 	s, _ := await(t, w, slack)
-	s.Release(ctx)
+	released(t, s)
 
 	cancelled := rec.Filter("requeue", fairlock.EventCancelled)
 	if len(cancelled) != 1 || cancelled[0].Token != token || !cancelled[0].Queued || !errors.Is(cancelled[0].Err, fairlock.ErrPlaceLost) {

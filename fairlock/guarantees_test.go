@@ -44,14 +44,14 @@ func TestQueueKeepsItsTTLWhileTheHeadDoesNotFit(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 	t.Logf("%d samples of each queue over 3 heartbeats: every one had a TTL", samples)
-	held.Release(ctx)
+	released(t, held)
 	s, _ := await(t, big, slack)
-	s.Release(ctx)
+	released(t, s)
 	for _, r := range readers {
-		r.Release(ctx)
+		released(t, r)
 	}
 	w, _ := await(t, writer, slack)
-	w.Release(ctx)
+	released(t, w)
 }
 
 // Do gives the lock back on every way out of fn, a panic included, for
@@ -92,7 +92,7 @@ func TestDoReleasesOnPanic(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: the lock after fn panicked: %v, want it free at once", name, err)
 		}
-		s.Release(ctx)
+		released(t, s)
 		before := counter.n.Load()
 		if err := do(nil); !errors.Is(err, fairlock.ErrInvalid) {
 			t.Errorf("%s(nil): %v, want ErrInvalid", name, err)
@@ -125,7 +125,7 @@ func TestFailedCallsHoldNothing(t *testing.T) {
 		for {
 			s, err := other.TryAcquire(ctx, name)
 			if err == nil {
-				s.Release(ctx)
+				released(t, s)
 				return
 			}
 			if time.Now().After(deadline) {
@@ -205,7 +205,7 @@ func TestFailedCallsHoldNothing(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		holder.Release(ctx)
+		released(t, holder)
 		freeWithin("a failed enqueue", "enq", slack)
 	})
 	t.Run("enqueue-reply-lost-retried", func(t *testing.T) {
@@ -225,7 +225,7 @@ func TestFailedCallsHoldNothing(t *testing.T) {
 		if st, _ := other.Inspect(ctx, fairlock.LockMutex, "enqretry"); st.Queued != 1 {
 			t.Fatalf("a retried enqueue queued %d entries, want 1", st.Queued)
 		}
-		holder.Release(ctx)
+		released(t, holder)
 		s, _ := await(t, got, slack)
 		if err := s.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -294,7 +294,7 @@ func TestFirstAcquiresAfterARestart(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the lock after the Acquires that followed a restart: %v, want it free (held by %q)", err, holderOf(t, ls[0], "after"))
 	}
-	s.Release(ctx)
+	released(t, s)
 }
 
 // waitWaitersOf polls Inspect until the mutex name has n live waiters.
@@ -345,7 +345,7 @@ func TestEvictionPolicies(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", kind, err)
 				}
-				s.Release(ctx)
+				released(t, s)
 			}
 			if !c.risky {
 				return
@@ -364,7 +364,7 @@ func TestEvictionPolicies(t *testing.T) {
 				if err != nil {
 					t.Fatalf("WithUnsafeEviction: %v", err)
 				}
-				s.Release(ctx)
+				released(t, s)
 			}
 			mu.Lock()
 			defer mu.Unlock()
@@ -394,7 +394,7 @@ func TestEvictionCheckWithoutINFO(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.Release(ctx)
+		released(t, s)
 	}
 	mu.Lock()
 	defer mu.Unlock()
@@ -467,7 +467,7 @@ func TestFullMemory(t *testing.T) {
 			t.Errorf("at full memory, key %s has PTTL %v", k, ttl)
 		}
 	}
-	s.Release(ctx)
+	released(t, s)
 	for i := range filled {
 		rdb.Del(ctx, fmt.Sprintf("junk:%d", i))
 	}
@@ -475,7 +475,7 @@ func TestFullMemory(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Acquire once memory is freed: %v", err)
 	}
-	again.Release(ctx)
+	released(t, again)
 }
 
 // commandNames records the names of the commands a client sends, but for

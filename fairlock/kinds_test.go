@@ -162,26 +162,26 @@ func TestSemaphoreFIFOAndHeadOfLine(t *testing.T) {
 	one := queueFor(t, ctx, permits(sem(), 1))
 	three := queueFor(t, ctx, permits(sem(), 3))
 	small := queueFor(t, ctx, permits(sem(), 1))
-	full.Release(ctx)
+	released(t, full)
 	// 2 + 1 fit together: both granted by the one release.
 	a, _ := await(t, two, slack)
 	b, _ := await(t, one, slack)
 	if b.Fence() <= a.Fence() {
 		t.Fatalf("fences out of grant order: %d then %d", a.Fence(), b.Fence())
 	}
-	b.Release(ctx)
+	released(t, b)
 	// One permit is free: the 1-permit request at the back would fit, but
 	// the 3-permit one ahead of it waits, so it waits too.
 	notGranted(t, small, heartbeat+slack, "a 1-permit request behind a waiting 3-permit one")
-	a.Release(ctx)
+	released(t, a)
 	c, _ := await(t, three, slack)
 	notGranted(t, small, heartbeat, "a request while the capacity is taken")
-	c.Release(ctx)
+	released(t, c)
 	d, _ := await(t, small, slack)
 	if !(c.Fence() > b.Fence() && d.Fence() > c.Fence()) {
 		t.Fatalf("fences not in grant order: %d %d %d %d", a.Fence(), b.Fence(), c.Fence(), d.Fence())
 	}
-	d.Release(ctx)
+	released(t, d)
 }
 
 // A reader behind a waiting writer waits, though readers hold the lock; the
@@ -200,7 +200,7 @@ func TestRWMutexWritersAreNotStarved(t *testing.T) {
 	if st, err := ma.Inspect(ctx); err != nil || writerHolds(st) || len(st.Holders) != 1 || len(st.Waiters) != 2 {
 		t.Fatalf("Inspect with a reader and two waiters: %+v, %v", st, err)
 	}
-	first.Release(ctx)
+	released(t, first)
 	w, _ := await(t, writer, slack)
 	if w.Fence() <= first.Fence() {
 		t.Fatalf("writer's fence %d not above the reader's %d", w.Fence(), first.Fence())
@@ -214,7 +214,7 @@ func TestRWMutexWritersAreNotStarved(t *testing.T) {
 		readers = append(readers, queueFor(t, ctx, m.RLock))
 	}
 	before := publishCalls(t, rdb)
-	w.Release(ctx)
+	released(t, w)
 	var leases []*fairlock.Lease
 	for _, r := range readers {
 		s, _ := await(t, r, slack)
@@ -237,13 +237,13 @@ func TestRWMutexWritersAreNotStarved(t *testing.T) {
 		t.Fatalf("TryRLock among readers, nobody waiting: %v", err)
 	}
 	for _, s := range append(leases, r) {
-		s.Release(ctx)
+		released(t, s)
 	}
 	x, err := mb.TryLock(ctx)
 	if err != nil {
 		t.Fatalf("TryLock on a free lock: %v", err)
 	}
-	x.Release(ctx)
+	released(t, x)
 }
 
 // Try never jumps: it fails while anyone waits, though enough is free.
@@ -257,9 +257,9 @@ func TestKindsTryNeverJumpsTheQueue(t *testing.T) {
 	if _, err := sa.TryAcquire(ctx, 1); !errors.Is(err, fairlock.ErrNotAcquired) {
 		t.Fatalf("TryAcquire(1) with 1 free and a waiter queued: %v", err)
 	}
-	held.Release(ctx)
+	released(t, held)
 	s, _ := await(t, waiting, slack)
-	s.Release(ctx)
+	released(t, s)
 
 	ma, mb := mustRW(t, a, "try"), mustRW(t, b, "try")
 	reader := hold(t, ma.RLock)
@@ -267,12 +267,12 @@ func TestKindsTryNeverJumpsTheQueue(t *testing.T) {
 	if _, err := ma.TryRLock(ctx); !errors.Is(err, fairlock.ErrNotAcquired) {
 		t.Fatalf("TryRLock among readers with a writer queued: %v", err)
 	}
-	reader.Release(ctx)
+	released(t, reader)
 	s, _ = await(t, writer, slack)
 	if _, err := ma.TryRLock(ctx); !errors.Is(err, fairlock.ErrNotAcquired) {
 		t.Fatalf("TryRLock while a writer holds: %v", err)
 	}
-	s.Release(ctx)
+	released(t, s)
 }
 
 // Processes must agree on a semaphore's capacity while it is in use; once
@@ -305,7 +305,7 @@ func TestSemaphoreCapacityMismatch(t *testing.T) {
 	if st, _ := three.Inspect(ctx); st.Capacity != 3 || st.InUse != 1 || len(st.Holders) != 1 || st.Fence != held.Fence() || len(st.Waiters) != 0 {
 		t.Fatalf("the refused calls changed the semaphore: %+v", st)
 	}
-	held.Release(ctx)
+	released(t, held)
 	if st, _ := three.Inspect(ctx); st.Capacity != 0 || st.InUse != 0 {
 		t.Fatalf("idle semaphore: %+v", st)
 	}
@@ -313,7 +313,7 @@ func TestSemaphoreCapacityMismatch(t *testing.T) {
 	if st, _ := five.Inspect(ctx); st.Capacity != 5 || st.InUse != 5 {
 		t.Fatalf("after the capacity changed while idle: %+v", st)
 	}
-	all.Release(ctx)
+	released(t, all)
 }
 
 // Bad arguments fail at once with ErrInvalid, and nothing reaches Redis.
@@ -369,8 +369,8 @@ func TestKindsCancellation(t *testing.T) {
 	}
 	s, took := await(t, small, slack)
 	t.Logf("the request behind a cancelled head was granted %v later", took)
-	s.Release(ctx)
-	held.Release(ctx)
+	released(t, s)
+	released(t, held)
 	if st, _ := mustSem(t, a, "cancel", 3).Inspect(ctx); st.Held() || len(st.Waiters) != 0 || st.Queued != 0 || st.Capacity != 0 || st.Fence != s.Fence() {
 		t.Fatalf("after everyone left: %+v", st)
 	}
@@ -423,21 +423,21 @@ func TestKindsDeadHoldersAndWaiters(t *testing.T) {
 	// to expire, then share.
 	deadCountedWaiter(t, rdb, "sem", "dead", "1#2")
 	late := queueFor(t, ctx, permits(mustSem(t, b, "dead", 2), 2))
-	s.Release(ctx)
+	released(t, s)
 	bound = waiterTTL + heartbeat + slack
 	s, took := await(t, late, bound)
 	t.Logf("a dead waiter at the head was passed over after %v (bound %v)", took, bound)
-	s.Release(ctx)
+	released(t, s)
 
 	m := mustRW(t, b, "dead")
 	reader := hold(t, m.RLock)
 	deadCountedWaiter(t, rdb, "rw", "dead", fmt.Sprintf("2#%d", fairlock.MaxCapacity))
 	readers := []<-chan result{queueFor(t, ctx, m.RLock), queueFor(t, ctx, mustRW(t, stale, "dead").RLock)}
-	reader.Release(ctx)
+	released(t, reader)
 	for _, r := range readers {
 		s, took := await(t, r, bound)
 		t.Logf("a reader behind a dead writer was granted after %v (bound %v)", took, bound)
-		defer s.Release(ctx)
+		defer released(t, s)
 	}
 }
 
@@ -455,12 +455,12 @@ func TestKindsPubSubKill(t *testing.T) {
 	if err := rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
 		t.Fatal(err)
 	}
-	writer.Release(ctx)
+	released(t, writer)
 	bound := heartbeat + slack
 	for _, r := range readers {
 		s, took := await(t, r, bound)
 		t.Logf("reader granted %v after its pub/sub connection was killed (bound %v)", took, bound)
-		defer s.Release(ctx)
+		defer released(t, s)
 	}
 }
 
@@ -478,7 +478,7 @@ func TestKindsScriptFlushAndRestart(t *testing.T) {
 	if held.Err() != nil {
 		t.Fatalf("lease lost after SCRIPT FLUSH: %v", held.Err())
 	}
-	held.Release(ctx)
+	released(t, held)
 	held, _ = await(t, w, slack)
 	fence := held.Fence()
 	w = queueFor(t, ctx, permits(sa, 2))
@@ -494,7 +494,7 @@ func TestKindsScriptFlushAndRestart(t *testing.T) {
 	if s.Fence() <= fence {
 		t.Fatalf("fence %d after restart, not above %d", s.Fence(), fence)
 	}
-	s.Release(ctx)
+	released(t, s)
 }
 
 // While held and waited for, every key has a TTL; once everyone left, only
@@ -527,9 +527,9 @@ func TestKindsKeysHaveTTLs(t *testing.T) {
 	time.Sleep(2 * heartbeat)
 	checkTTLs("after heartbeats")
 	for i, w := range waits {
-		held[i].Release(ctx)
+		released(t, held[i])
 		s, _ := await(t, w, slack)
-		s.Release(ctx)
+		released(t, s)
 	}
 	for _, k := range checkTTLs("after everyone left") {
 		if !isFence(k) && !isSession(k) {
@@ -579,7 +579,7 @@ func TestKindsClose(t *testing.T) {
 	if _, err := sem.Acquire(ctx, 1); !errors.Is(err, fairlock.ErrClosed) {
 		t.Fatalf("Acquire after Close: %v", err)
 	}
-	blocker.Release(ctx)
+	released(t, blocker)
 }
 
 // A mutex, a semaphore and a read-write lock of one name are independent,
@@ -654,12 +654,12 @@ func TestKindsMetadata(t *testing.T) {
 	if got := fields("sem"); len(got) != 2 {
 		t.Fatalf("metadata of a holder and a waiter: %q", got)
 	}
-	held.Release(ctx)
+	released(t, held)
 	s, _ := await(t, w, slack)
 	if got := fields("sem"); len(got) != 1 || got[0] != s.Token() {
 		t.Fatalf("after the grant: %q, want the new holder's %s", got, s.Token())
 	}
-	s.Release(ctx)
+	released(t, s)
 	if got := fields("sem"); len(got) != 0 {
 		t.Fatalf("after every release: %q", got)
 	}
@@ -672,7 +672,7 @@ func TestKindsMetadata(t *testing.T) {
 	if got := fields("rw"); len(got) != 1 || got[0] != r.Token() {
 		t.Fatalf("a reader's metadata: %q", got)
 	}
-	r.Release(ctx)
+	released(t, r)
 	if got := fields("rw"); len(got) != 0 {
 		t.Fatalf("after the reader left: %q", got)
 	}

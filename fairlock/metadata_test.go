@@ -70,7 +70,7 @@ func TestMetadataFollowsWaiterAndGrant(t *testing.T) {
 	if got := metaFields(t, rdb, "m"); len(got) != 2 || slices.Contains(got, st.Waiters[2].Token) {
 		t.Fatalf("after the third waiter left: metadata of %q", got)
 	}
-	held.Release(ctx)
+	released(t, held)
 	a, _ := await(t, first, slack)
 	if st, _ := l.Inspect(ctx, fairlock.LockMutex, "m"); st.Holders[0].Token != a.Token() || st.Holders[0].Metadata != "job 8" {
 		t.Fatalf("Inspect after the hand-off: %+v", st)
@@ -78,12 +78,12 @@ func TestMetadataFollowsWaiterAndGrant(t *testing.T) {
 	if got := metaFields(t, rdb, "m"); len(got) != 1 || got[0] != a.Token() {
 		t.Fatalf("after the hand-off: metadata of %q, want only %s", got, a.Token())
 	}
-	a.Release(ctx)
+	released(t, a)
 	b, _ := await(t, second, slack)
 	if st, _ := l.Inspect(ctx, fairlock.LockMutex, "m"); st.Holders[0].Token != b.Token() || st.Holders[0].Metadata != "" {
 		t.Fatalf("Inspect of a holder without metadata: %+v", st)
 	}
-	b.Release(ctx)
+	released(t, b)
 	if n := rdb.Exists(ctx, metaKey("m")).Val(); n != 0 {
 		t.Fatalf("metadata hash left after every release: %q", rdb.HKeys(ctx, metaKey("m")).Val())
 	}
@@ -102,7 +102,7 @@ func TestMetadataOfTokensThatLeaveOtherwise(t *testing.T) {
 	gone := goneWaiter(t, rdb, "", "d")
 	rdb.HSet(ctx, metaKey("d"), gone, "dead waiter")
 	next := queueBehind(t, ctx, newLocker(t, srv.Client(t)), "d", fairlock.WithMetadata("next"))
-	held.Release(ctx)
+	released(t, held)
 	s, _ := await(t, next, slack)
 	if got := metaFields(t, rdb, "d"); len(got) != 1 || got[0] != s.Token() {
 		t.Fatalf("after a grant that skipped a dead waiter: metadata of %q", got)
@@ -144,12 +144,12 @@ func TestMetadataOfTokensThatLeaveOtherwise(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	blocker.Release(ctx)
+	released(t, blocker)
 	s2, _ := await(t, claim, heartbeat+slack)
 	if got := metaFields(t, rdb, "e"); len(got) != 1 || got[0] != s2.Token() {
 		t.Fatalf("after a lost place and a new one: metadata of %q, lease %s", got, s2.Token())
 	}
-	s2.Release(ctx)
+	released(t, s2)
 }
 
 // countCommands counts what a client sends.
@@ -202,7 +202,7 @@ func TestMetadataTooLong(t *testing.T) {
 	if st, _ := l.Inspect(ctx, fairlock.LockMutex, "long"); st.Holders[0].Metadata != long[1:] {
 		t.Errorf("Inspect shows %d bytes of metadata, want %d", len(st.Holders[0].Metadata), len(long)-1)
 	}
-	s.Release(ctx)
+	released(t, s)
 }
 
 // Without metadata, an uncontended cycle runs the fast path's EXISTS, SET,

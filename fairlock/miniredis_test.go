@@ -25,9 +25,9 @@ func TestWaitersSurviveHeartbeatsOnMiniredis(t *testing.T) {
 	if st, err := l.Inspect(ctx, fairlock.LockMutex, "mini"); err != nil || len(st.Waiters) != 2 || !st.Held() || st.Holders[0].Token != held.Token() {
 		t.Fatalf("after 5 heartbeats past the waiter TTL: %+v %v", st, err)
 	}
-	held.Release(ctx)
+	released(t, held)
 	for _, w := range waits {
 		s, _ := await(t, w, time.Second)
-		s.Release(ctx)
+		released(t, s)
 	}
 }

@@ -96,8 +96,8 @@ func TestKeyPrefixNamespacesLocks(t *testing.T) {
 	if !mr.Exists("app1:{job}:lock") || !mr.Exists("app2:{job}:lock") {
 		t.Fatalf("keys %v", mr.Keys())
 	}
-	sa.Release(ctx)
-	sb.Release(ctx)
+	released(t, sa)
+	released(t, sb)
 }
 
 func TestTTLsBelowTheHeartbeatFloor(t *testing.T) {
@@ -168,7 +168,7 @@ func TestLongNames(t *testing.T) {
 	if err != nil {
 		t.Fatalf("a name of MaxNameLen bytes: %v", err)
 	}
-	s.Release(ctx)
+	released(t, s)
 }
 
 // countHook counts the commands a client sends.
@@ -206,7 +206,7 @@ func TestLogLinesCutLongNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Release(ctx)
+	released(t, s)
 	l.Close()
 	mu.Lock()
 	defer mu.Unlock()

@@ -37,6 +37,16 @@ func newLocker(t testing.TB, c redis.UniversalClient, opts ...fairlock.Option) *
 	return l
 }
 
+// released releases s, and fails the test if that fails.
+func released(t testing.TB, s *fairlock.Lease) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.Release(ctx); err != nil {
+		t.Errorf("Release of %s: %v", s.Token(), err)
+	}
+}
+
 func withTimeout(t testing.TB, d time.Duration) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
@@ -106,10 +116,10 @@ func TestFIFOAcrossLockers(t *testing.T) {
 			mu.Lock()
 			order = append(order, i)
 			mu.Unlock()
-			r.lease.Release(ctx)
+			released(t, r.lease)
 		}()
 	}
-	holder.Release(ctx)
+	released(t, holder)
 	wg.Wait()
 	for i, got := range order {
 		if got != i {
@@ -163,7 +173,7 @@ func TestMutualExclusionAndFences(t *testing.T) {
 		}
 		lastFence = s.Fence()
 		mu.Unlock()
-		s.Release(ctx)
+		released(t, s)
 	}
 	wg.Wait()
 	if got, want := rdb.Get(ctx, "count").Val(), fmt.Sprint(lockers*goroutines*rounds); got != want {
@@ -195,7 +205,7 @@ func TestFencesStrictlyIncrease(t *testing.T) {
 			}
 			continue
 		}
-		s.Release(ctx)
+		released(t, s)
 	}
 }
 
@@ -225,7 +235,7 @@ func TestTryAcquireNeverJumpsTheQueue(t *testing.T) {
 	if h := holderOf(t, c, "try"); h != s.Token() {
 		t.Fatalf("holder %q, want the waiter %q", h, s.Token())
 	}
-	s.Release(ctx)
+	released(t, s)
 	<-held.Done()
 	if !errors.Is(held.Err(), fairlock.ErrLost) {
 		t.Fatalf("first holder's Err = %v, want ErrLost", held.Err())
@@ -248,10 +258,10 @@ func TestCancelledWaiterLeavesAtOnce(t *testing.T) {
 	if st, _ := a.Inspect(ctx, fairlock.LockMutex, "cancel"); len(st.Waiters) != 1 {
 		t.Fatalf("%d waiters after cancel, want 1", len(st.Waiters))
 	}
-	held.Release(ctx)
+	released(t, held)
 	s, took := await(t, cw, slack)
 	t.Logf("next waiter granted %v after release, past a cancelled one", took)
-	s.Release(ctx)
+	released(t, s)
 }
 
 // deadWaiter puts a waiter in the queue whose process is gone: its
@@ -345,13 +355,13 @@ func TestPositionsFollowTheQueue(t *testing.T) {
 	waitPosition(t, &pb, 1, heartbeat+slack)
 	t.Logf("a dead waiter ahead left the count after %v (bound %v)", took, bound)
 
-	held.Release(ctx)
+	released(t, held)
 	s, _ := await(t, first, slack)
 	took = waitPosition(t, &pc, 1, 2*heartbeat+slack)
 	t.Logf("the next waiter heard it is next %v after the grant ahead of it (bound %v)", took, 2*heartbeat+slack)
-	s.Release(ctx)
+	released(t, s)
 	s, _ = await(t, second, slack)
-	s.Release(ctx)
+	released(t, s)
 	if _, all := pb.last(); !slices.Equal(all, []int{2, 1}) {
 		t.Errorf("first waiter's positions %v, want [2 1]", all)
 	}
@@ -377,17 +387,17 @@ func TestDeadWaitersLoseTheirPlace(t *testing.T) {
 			}
 			deadWaiter(t, rdb, "dead", 1)
 			last := queueBehind(t, ctx, c, "dead")
-			held.Release(ctx)
+			released(t, held)
 			if first != nil {
 				s, _ := await(t, first, slack)
-				s.Release(ctx)
+				released(t, s)
 			}
 			// The dead waiter is granted (it was alive a moment ago) and then
 			// must lose the lock within the waiter TTL.
 			bound := waiterTTL + heartbeat + slack
 			s, took := await(t, last, bound)
 			t.Logf("dead waiter at the %s skipped after %v (bound %v)", where, took, bound)
-			s.Release(ctx)
+			released(t, s)
 		})
 	}
 }
@@ -404,7 +414,7 @@ func TestHolderThatStopsRenewing(t *testing.T) {
 	s, _ := await(t, w, bound)
 	t.Logf("next waiter granted %v after an unrenewed lease began (bound %v)", time.Since(start), bound)
 	mustBeLost(t, ctx, b, held, s)
-	s.Release(ctx)
+	released(t, s)
 }
 
 // mustBeLost checks what a holder sees once another was granted its lock:
@@ -459,9 +469,9 @@ func TestAutoRenewKeepsTheLease(t *testing.T) {
 		t.Fatalf("waiter granted while the lease was renewed: %v", r.err)
 	default:
 	}
-	held.Release(ctx)
+	released(t, held)
 	s, _ := await(t, w, slack)
-	s.Release(ctx)
+	released(t, s)
 }
 
 func TestPubSubKillDoesNotStrandWaiters(t *testing.T) {
@@ -478,13 +488,13 @@ func TestPubSubKillDoesNotStrandWaiters(t *testing.T) {
 		if err := rdb.Do(ctx, "CLIENT", "KILL", "TYPE", "pubsub").Err(); err != nil {
 			t.Fatal(err)
 		}
-		held.Release(ctx)
+		released(t, held)
 		bound := heartbeat + slack
 		s, took := await(t, w, bound)
 		t.Logf("waiter %d granted %v after its pub/sub connection was killed (bound %v)", i, took, bound)
 		held = s
 	}
-	held.Release(ctx)
+	released(t, held)
 }
 
 func TestLeaseLossIsSignalled(t *testing.T) {
@@ -525,7 +535,7 @@ func TestScriptFlushAndRestart(t *testing.T) {
 	if held.Err() != nil {
 		t.Fatalf("lease lost after SCRIPT FLUSH: %v", held.Err())
 	}
-	held.Release(ctx)
+	released(t, held)
 	held, _ = await(t, w, slack)
 	fence := held.Fence()
 
@@ -545,7 +555,7 @@ func TestScriptFlushAndRestart(t *testing.T) {
 	if s.Fence() <= fence {
 		t.Fatalf("fence %d after restart, not above %d", s.Fence(), fence)
 	}
-	s.Release(ctx)
+	released(t, s)
 }
 
 func TestCloseEndsWaitersAndReleases(t *testing.T) {
@@ -577,7 +587,7 @@ func TestCloseEndsWaitersAndReleases(t *testing.T) {
 	if _, err := l.Acquire(ctx, "close-a"); !errors.Is(err, fairlock.ErrClosed) {
 		t.Fatalf("Acquire after Close: %v", err)
 	}
-	blocker.Release(ctx)
+	released(t, blocker)
 }
 
 func TestEveryKeyHasATTL(t *testing.T) {
@@ -603,7 +613,7 @@ func TestEveryKeyHasATTL(t *testing.T) {
 	a.Close()
 	for _, w := range waits {
 		s, _ := await(t, w, slack)
-		s.Release(ctx)
+		released(t, s)
 	}
 	b.Close()
 	time.Sleep(10 * time.Millisecond)
@@ -680,7 +690,7 @@ func TestReplicaAck(t *testing.T) {
 	if v := rc.Get(ctx, "fairlock:{acked}:lock").Val(); v != s.Token() {
 		t.Fatalf("replica has %q, want the grant %q", v, s.Token())
 	}
-	s.Release(ctx)
+	released(t, s)
 
 	greedy := newLocker(t, primary.Client(t), fairlock.WithReplicaAck(2, 50*time.Millisecond))
 	if _, err := greedy.Acquire(ctx, "acked"); !errors.Is(err, fairlock.ErrNotReplicated) {
@@ -759,7 +769,7 @@ func TestTryAcquireOverDeadEntries(t *testing.T) {
 	if err != nil {
 		t.Fatalf("TryAcquire of a free lock with only a dead entry queued: %v", err)
 	}
-	s.Release(ctx)
+	released(t, s)
 }
 
 // A fence key that is gone (expired after a day, or lost) is seeded from
@@ -782,10 +792,10 @@ func TestFastPathSeedsTheFence(t *testing.T) {
 	if err != nil || ttl <= 0 {
 		t.Fatalf("fence key after a busy fast path: PTTL %v, %v; want a TTL", ttl, err)
 	}
-	held.Release(ctx)
+	released(t, held)
 	next, _ := await(t, w, slack)
 	if next.Fence() <= held.Fence() {
 		t.Fatalf("fence after the loss %d, before it %d: want it higher", next.Fence(), held.Fence())
 	}
-	next.Release(ctx)
+	released(t, next)
 }
