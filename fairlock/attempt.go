@@ -113,6 +113,7 @@ func (a *attempt) run(ctx context.Context) (*Lease, error) {
 			}
 			a.subscribed = true
 		}
+		a.l.listen(w)
 		reply, err := a.enqueue(ctx, w, open)
 		switch {
 		case err == errSessionGone:
@@ -173,7 +174,7 @@ func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Le
 // So a call already sent ends when go-redis returns (its read timeout, or
 // the context's deadline with ContextTimeoutEnabled), and then leaves.
 func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, error) {
-	args := w.ref.call(w.token, a.mode, metaValue(w.meta), a.req.capacity, a.req.limit, w.group)
+	args := w.ref.call(w.tokenArg, a.mode, metaValue(w.meta), a.req.capacity, a.req.limit, w.group)
 	args = append(args, open...)
 	a.l.books.mu.Lock()
 	w.sent = time.Now()
@@ -247,9 +248,10 @@ func (a *attempt) queued(w *waiter, position int) {
 // lost its place and queues again.
 func (a *attempt) await(ctx context.Context, w *waiter) (*Lease, error) {
 	select {
-	case fence := <-w.granted:
-		return a.accept(ctx, w, fence)
-	case <-w.evicted:
+	case fence := <-w.news:
+		if fence > 0 {
+			return a.accept(ctx, w, fence)
+		}
 		// Redis may still hold the old entry if only the heartbeat's
 		// replies were lost: withdraw it by token.
 		a.l.leave(w, ErrPlaceLost)
@@ -310,10 +312,9 @@ func ctxError(ctx context.Context, err error) error {
 	return err
 }
 
-// newWaiter registers a waiter under a fresh token of its session before
-// the request that queues it is sent, so that a grant message arriving
-// right after finds it. open is what the request sends to open the
-// session, nil if it is open.
+// newWaiter makes a waiter under a fresh token of its session; listen puts
+// it on the books when it is to queue. open is what its first request
+// sends to open the session, nil if it is open.
 func (l *Locker) newWaiter(a *attempt) (w *waiter, open []any) {
 	b := &l.books
 	b.mu.Lock()
@@ -329,12 +330,22 @@ func (l *Locker) newWaiter(a *attempt) (w *waiter, open []any) {
 		meta:       a.cfg.metadata,
 		start:      a.start,
 		onPosition: a.cfg.onPosition,
-		granted:    make(chan int64, 1),
-		evicted:    make(chan struct{}, 1),
 	}
-	b.waiters[w.token] = w
-	s.waiters[w] = struct{}{}
+	w.tokenArg = w.token
 	return w, l.openArgs(s)
+}
+
+// listen puts w where grant messages, the heartbeat and its session's end
+// find it, before the request that queues it is sent.
+func (l *Locker) listen(w *waiter) {
+	b := &l.books
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if w.news == nil {
+		w.news = make(chan int64, 1)
+		b.waiters[w.token] = w
+		w.session.waiters[w] = struct{}{}
+	}
 }
 
 // stillToOpen is open, or nil if a call opened s meanwhile.
@@ -392,16 +403,16 @@ func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, queued bool)
 // Locker closed or w's session ended meanwhile.
 func (l *Locker) newLease(w *waiter, fence int64) (s *Lease, closed, live bool) {
 	s = &Lease{
-		locker:  l,
-		ref:     w.ref,
-		session: w.session,
-		lock:    w.req.lock,
-		permits: w.req.permits,
-		group:   w.group,
-		token:   w.token,
-		fence:   fence,
-		hasMeta: w.meta != "",
-		done:    make(chan struct{}),
+		locker:   l,
+		ref:      w.ref,
+		session:  w.session,
+		lock:     w.req.lock,
+		permits:  w.req.permits,
+		group:    w.group,
+		token:    w.token,
+		tokenArg: w.tokenArg,
+		fence:    fence,
+		hasMeta:  w.meta != "",
 	}
 	b := &l.books
 	b.mu.Lock()

@@ -50,13 +50,17 @@ type localLock struct {
 	keptAt   time.Time            // when the heartbeat last made its keys live keepTTL more
 }
 
-// local returns this Locker's record of a lock, creating it. books.mu is
-// held.
+// local returns this Locker's record of a lock, putting it on the books:
+// the lockRef keeps it between uses, so that an uncontended acquire makes
+// none. books.mu is held.
 func (b *books) local(ref *lockRef, capacity, limit any) *localLock {
 	key := refKey{ref.kind, ref.name}
 	ll := b.locks[key]
 	if ll == nil {
-		ll = &localLock{ref: ref, capacity: noArg, limit: noneArg}
+		ll = &ref.local
+		if ll.ref == nil {
+			*ll = localLock{ref: ref, capacity: noArg, limit: noneArg}
+		}
 		b.locks[key] = ll
 	}
 	if capacity != nil {
@@ -142,13 +146,14 @@ type request struct {
 // A waiter is one token of an Acquire call: queued in Redis, or about to
 // be. A call that loses its place queues again under a new token.
 type waiter struct {
-	ref     *lockRef
-	req     request
-	session *session
-	token   string
-	group   string
-	meta    string    // its Acquire's WithMetadata, "" if none
-	start   time.Time // when its Acquire call began, for Event.Wait
+	ref      *lockRef
+	req      request
+	session  *session
+	token    string
+	tokenArg any // token, boxed once for the commands that carry it
+	group    string
+	meta     string    // its Acquire's WithMetadata, "" if none
+	start    time.Time // when its Acquire call began, for Event.Wait
 	// sent is when the request that queued it was sent: its grant's record
 	// lives at least until sent plus the record TTL. books.mu guards it.
 	sent time.Time
@@ -160,8 +165,10 @@ type waiter struct {
 	position   int
 	onPosition func(position int)
 
-	granted chan int64    // the fence, once granted
-	evicted chan struct{} // it lost its place in the queue
+	// news brings its fence once granted, or 0 when it lost its place; it
+	// is made, and the waiter put where messages find it, only when it
+	// queues (listen): the fast path needs neither.
+	news chan int64
 }
 
 // event starts an Event about w.
@@ -189,24 +196,25 @@ func (b *books) forget(w *waiter) {
 // machine) can still act after its lock passed on; only Fence, passed to
 // the storage the lock guards, protects the resource then.
 type Lease struct {
-	locker  *Locker
-	ref     *lockRef
-	session *session
-	lock    LockKind // what the Acquire asked for, as events report it
-	permits int
-	group   string
-	token   string
-	fence   int64
-	hasMeta bool // Redis has metadata under token to drop or keep; never changed
-	done    chan struct{}
+	locker   *Locker
+	ref      *lockRef
+	session  *session
+	lock     LockKind // what the Acquire asked for, as events report it
+	permits  int
+	group    string
+	token    string
+	tokenArg any // token, boxed once (its waiter's)
+	fence    int64
+	hasMeta  bool // Redis has metadata under token to drop or keep; never changed
 
 	mu          sync.Mutex
-	err         error       // nil while held
-	recordUntil time.Time   // before it, Redis surely still has the record
-	expiry      *time.Timer // ends the lease at recordUntil, whatever the heartbeat is doing
-	renewAt     time.Time   // when the heartbeat renews the record
-	releasing   bool        // Release was sent: a lease found gone is no loss
-	granted     time.Time   // when Acquire handed it out, for Event.Held; zero before
+	done        chan struct{} // made by the first Done
+	err         error         // nil while held
+	recordUntil time.Time     // before it, Redis surely still has the record
+	expiry      *time.Timer   // ends the lease at recordUntil, whatever the heartbeat is doing
+	renewAt     time.Time     // when the heartbeat renews the record
+	releasing   bool          // Release was sent: a lease found gone is no loss
+	granted     time.Time     // when Acquire handed it out, for Event.Held; zero before
 }
 
 // event starts an Event about s.
@@ -231,10 +239,15 @@ type withdrawal struct {
 // both) are dropped.
 func deliver(w *waiter, fence int64) {
 	select {
-	case w.granted <- fence:
+	case w.news <- fence:
 	default:
 	}
 }
+
+// evict tells w that it lost its place. A grant and an eviction that race
+// keep the first: a waiter told it lost its place withdraws, which gives
+// back a grant it missed.
+func evict(w *waiter) { deliver(w, 0) }
 
 // forget takes w off this Locker's books; its session still counts it.
 func (l *Locker) forget(w *waiter) {

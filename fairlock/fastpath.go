@@ -47,11 +47,12 @@ func (l *Locker) fastAcquire(ctx context.Context, w *waiter, open []any) (fence 
 		p.Do(ctx, "set", skey, "", "px", open[0])
 		p.Do(ctx, "set", w.session.keys[1], open[2], "px", open[1])
 	}
-	exists := p.Do(ctx, "exists", skey, skey, ref.args[1])
-	set := make([]any, len(ref.fastSet))
-	copy(set, ref.fastSet)
-	set[2] = w.token
-	taken := p.Do(ctx, set...)
+	if ref.fastSession != w.session {
+		ref.fastSession, ref.fastExists = w.session, []any{"exists", skey, skey, ref.args[1]}
+	}
+	exists := p.Do(ctx, ref.fastExists...)
+	ref.fastSet[2] = w.tokenArg
+	taken := p.Do(ctx, ref.fastSet...)
 	incr := p.Do(ctx, ref.fastGen[0]...)
 	p.Do(ctx, ref.fastGen[1]...)
 	p.Exec(ctx) //nolint:errcheck // each command's own error is read below

@@ -233,7 +233,7 @@ func (l *Locker) applyHeartbeat(c *heartbeatCall) {
 				moved = append(moved, move{w, p})
 			}
 		case status == 0:
-			signal(w.evicted)
+			evict(w)
 		default:
 			deliver(w, status)
 		}

@@ -25,7 +25,24 @@ func (s *Lease) Token() string { return s.token }
 func (s *Lease) Fence() int64 { return s.fence }
 
 // Done is closed when the lease ends, for any reason.
-func (s *Lease) Done() <-chan struct{} { return s.done }
+func (s *Lease) Done() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.done == nil {
+		if s.err != nil {
+			return closedChan
+		}
+		s.done = make(chan struct{})
+	}
+	return s.done
+}
+
+// closedChan is the Done of a lease that ended before anyone asked.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
 
 // Err is nil while the lease is held, ErrReleased after Release, and
 // ErrLost if it was lost.
@@ -55,12 +72,12 @@ func (s *Lease) Release(ctx context.Context) error {
 	if ended {
 		return ErrNotHeld
 	}
-	args := s.ref.call(s.token, flag(s.hasMeta))
+	args := s.ref.call(s.tokenArg, flag(s.hasMeta))
 	n, err := s.ref.kind.scripts.release.run(ctx, s.locker.client, args, once).Int()
 	if err != nil && !isRedisError(err) && ctx.Err() == nil {
 		// The release may have run: a second one that finds nothing to
 		// release is this one's success.
-		if n, err = s.ref.kind.scripts.release.run(ctx, s.locker.client, s.ref.call(s.token, flag(s.hasMeta)), once).Int(); err == nil {
+		if n, err = s.ref.kind.scripts.release.run(ctx, s.locker.client, s.ref.call(s.tokenArg, flag(s.hasMeta)), once).Int(); err == nil {
 			n = 1
 		}
 	}
@@ -156,12 +173,16 @@ func (s *Lease) setRecordUntil(d time.Time, exact bool) {
 		return
 	}
 	s.recordUntil = d
-	margin := s.locker.cfg.margin()
-	if s.expiry == nil {
-		s.expiry = time.AfterFunc(time.Until(d)-margin, s.lose)
-		return
+	left := time.Until(d) - s.locker.cfg.margin()
+	switch {
+	case s.expiry != nil:
+		s.expiry.Reset(left)
+	case left < s.locker.cfg.leaseTTL:
+		// A record that ends before the session could: auto-renew off, or a
+		// short Extend. A long one (auto-renew) needs no timer, since the
+		// session's ends first if renewals fail.
+		s.expiry = time.AfterFunc(left, s.lose)
 	}
-	s.expiry.Reset(time.Until(d) - margin)
 }
 
 // end closes the lease once, with err as its reason. If withdraw is set,
@@ -174,7 +195,9 @@ func (s *Lease) end(err error, withdraw bool) {
 	}
 	s.err = err
 	granted := s.granted
-	close(s.done)
+	if s.done != nil {
+		close(s.done)
+	}
 	if s.expiry != nil {
 		s.expiry.Stop()
 	}

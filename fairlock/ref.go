@@ -20,15 +20,20 @@ type lockRef struct {
 	// sessions is what its sessions' keys start with, and channel this
 	// Locker's channel for its grants.
 	sessions, channel string
-	// fastArgs are the fast path's commands but for their token and
-	// session (fastpath.go), built once: go-redis only reads them.
-	fastSet []any
-	fastGen [2][]any
+	// The fast path's commands (fastpath.go), built once: go-redis only
+	// reads them, and one call at a time uses them (trying). fastExists is
+	// for the session fastSession.
+	fastSet, fastExists []any
+	fastGen             [2][]any
+	fastSession         *session
 	// busyUntil is when the fast path is worth trying again (unix ns),
 	// after it found the lock held or waited for; trying is set while a
 	// call tries it (fastpath.go).
 	busyUntil atomic.Int64
 	trying    atomic.Bool
+	// local is this Locker's record of the lock while on its books
+	// (books.local).
+	local localLock
 }
 
 // call returns the arguments of one script call on the lock: the three

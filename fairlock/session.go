@@ -74,7 +74,7 @@ func (l *Locker) sessionExpired(s *session) {
 func (l *Locker) loseSession(s *session) {
 	leases, waiters := l.retire(s, true)
 	for _, w := range waiters {
-		signal(w.evicted)
+		evict(w)
 	}
 	for _, lease := range leases {
 		lease.lose()
@@ -86,7 +86,7 @@ func (l *Locker) loseSession(s *session) {
 func (l *Locker) loseWaiters(s *session) {
 	_, waiters := l.retire(s, false)
 	for _, w := range waiters {
-		signal(w.evicted)
+		evict(w)
 	}
 }
 

@@ -69,7 +69,9 @@ func uses(src string) []string {
 
 // load assembles the script in file name on the store in lib/store/: a
 // module is that store's file of its name if there is one ("store",
-// "queue"), else lib/'s.
+// "queue"), else lib/'s. A store's quick_<name> file, if there is one,
+// comes right after lib/keys.lua, before any module: a path that needs no
+// function and returns costs Redis no function definitions.
 func load(name, store string) string {
 	var parts []string
 	seen := map[string]bool{}
@@ -90,6 +92,9 @@ func load(name, store string) string {
 		parts = append(parts, src)
 	}
 	add("keys")
+	if quick, err := files.ReadFile("lib/" + store + "/quick_" + name); err == nil {
+		parts = append(parts, string(quick))
+	}
 	body := read(name)
 	for _, module := range uses(body) {
 		add(module)
