@@ -69,6 +69,7 @@ func (s *Server) start(t testing.TB) {
 		"--logfile", "redis.log",
 	}, s.args...)
 	s.cmd = exec.Command(Binary(t), argv...)
+	dieWithTest(s.cmd)
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("start redis-server: %v", err)
 	}

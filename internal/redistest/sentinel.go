@@ -76,6 +76,7 @@ sentinel parallel-syncs %s 1
 			t.Fatal(err)
 		}
 		cmd := exec.Command(bin, append([]string{path}, extra...)...)
+		dieWithTest(cmd)
 		if err := cmd.Start(); err != nil {
 			t.Fatalf("start sentinel: %v", err)
 		}
