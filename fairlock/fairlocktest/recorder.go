@@ -5,11 +5,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sync"
 	"testing"
 
 	"github.com/fairlock/fairlock/fairlock"
+	"github.com/fairlock/fairlock/internal/history"
 )
 
 // Recorder collects the events of one or more Lockers, in the order the
@@ -109,7 +111,13 @@ func (r *Recorder) Filter(name string, kind fairlock.EventKind) []fairlock.Event
 func (r *Recorder) Granted(name string) []string {
 	var out []string
 	for _, g := range r.groups(name) {
-		out = append(out, tokens(byFence(g.filter(fairlock.EventGranted)))...)
+		var grants []fairlock.Event
+		for _, e := range g.events {
+			if e.Kind == fairlock.EventGranted {
+				grants = append(grants, e)
+			}
+		}
+		out = append(out, tokens(byFence(grants))...)
 	}
 	return out
 }
@@ -158,42 +166,18 @@ func (r *Recorder) Wait(ctx context.Context, name string, kind fairlock.EventKin
 // test lets each waiter queue before starting the next (see Wait), which is
 // what a test of ordering should do anyway.
 func (r *Recorder) CheckFIFO(name string) error {
-	var errs []error
-	for _, g := range r.groups(name) {
-		if err := g.checkFIFO(); err != nil {
-			errs = append(errs, err)
+	return r.each(name, func(g group) error {
+		// As assumed above, a waiter's enqueue stands for its call: those
+		// queued before it must be granted before it.
+		for i, q := range g.model.Reqs {
+			g.model.Reqs[i].Called = q.Entered
 		}
-	}
-	return errors.Join(errs...)
-}
-
-func (g group) checkFIFO() error {
-	queued, granted := tokens(g.filter(fairlock.EventEnqueued)), tokens(byFence(g.filter(fairlock.EventGranted)))
-	inQueue := map[string]bool{}
-	for _, t := range queued {
-		inQueue[t] = true
-	}
-	wasGranted := map[string]bool{}
-	for _, t := range granted {
-		wasGranted[t] = true
-	}
-	var want, got []string
-	seen := map[string]bool{}
-	for _, t := range queued {
-		if wasGranted[t] && !seen[t] { // a waiter evicted for silence queues again
-			seen[t] = true
-			want = append(want, t)
+		for _, v := range g.model.CheckFIFO() {
+			a, b := g.named[v.Others[0]], g.named[v.Req]
+			return fmt.Errorf("fairlocktest: %s granted %s (fence %d) before %s (fence %d), which queued first", g, b.Token, b.Fence, a.Token, a.Fence)
 		}
-	}
-	for _, t := range granted {
-		if inQueue[t] {
-			got = append(got, t)
-		}
-	}
-	if !slices.Equal(want, got) {
-		return fmt.Errorf("fairlocktest: %s granted out of queue order:\n queued  %v\n granted %v", g, want, got)
-	}
-	return nil
+		return nil
+	})
 }
 
 // CheckGrantOrder reports an error unless the grants of lock name, in
@@ -214,62 +198,16 @@ func (r *Recorder) CheckGrantOrder(name string, tokens ...string) error {
 // so among them only distinctness is checked, and so it is for leases that
 // were lost, whose grant may have been reported late.
 func (r *Recorder) CheckFences(name string) error {
-	var errs []error
-	for _, g := range r.groups(name) {
-		if err := g.checkFences(); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func (g group) checkFences() error {
-	all := g.filter(fairlock.EventGranted)
-	// An exclusive grant is made after every earlier holder released, and
-	// released before any later grant, so the order of reports around it
-	// is certain: the highest fence reported before it must be lower, and
-	// the lowest reported after it higher. A lease that was lost may have
-	// reported its grant only after it expired, so it is left out.
-	lost := map[string]bool{}
-	for _, e := range g.filter(fairlock.EventLost) {
-		lost[e.Token] = true
-	}
-	var grants []fairlock.Event
-	for _, e := range all {
-		if !lost[e.Token] {
-			grants = append(grants, e)
-		}
-	}
-	// lowest[i] is the grant with the lowest fence after grants[i].
-	lowest := make([]int, len(grants))
-	for i := len(grants) - 2; i >= 0; i-- {
-		lowest[i] = i + 1
-		if i+2 < len(grants) && grants[lowest[i+1]].Fence < grants[i+1].Fence {
-			lowest[i] = lowest[i+1]
-		}
-	}
-	highest := -1 // the grant with the highest fence so far
-	for i, e := range grants {
-		if exclusive(e.Lock) {
-			if b := highest; b >= 0 && grants[b].Fence >= e.Fence {
-				return fmt.Errorf("fairlocktest: %s fence went from %d (%s) to %d (%s)", g, grants[b].Fence, grants[b].Token, e.Fence, e.Token)
+	return r.each(name, func(g group) error {
+		for _, v := range g.model.CheckFences() {
+			a, b := g.named[v.Others[0]], g.named[v.Req]
+			if v.Rule == history.FenceTwice {
+				return fmt.Errorf("fairlocktest: %s granted fence %d twice, to %s and %s", g, b.Fence, a.Token, b.Token)
 			}
-			if a := lowest[i]; i+1 < len(grants) && grants[a].Fence <= e.Fence {
-				return fmt.Errorf("fairlocktest: %s fence went from %d (%s) to %d (%s)", g, e.Fence, e.Token, grants[a].Fence, grants[a].Token)
-			}
+			return fmt.Errorf("fairlocktest: %s fence went from %d (%s) to %d (%s)", g, a.Fence, a.Token, b.Fence, b.Token)
 		}
-		if highest < 0 || e.Fence > grants[highest].Fence {
-			highest = i
-		}
-	}
-	seen := map[int64]string{}
-	for _, e := range all {
-		if t, ok := seen[e.Fence]; ok {
-			return fmt.Errorf("fairlocktest: %s granted fence %d twice, to %s and %s", g, e.Fence, t, e.Token)
-		}
-		seen[e.Fence] = e.Token
-	}
-	return nil
+		return nil
+	})
 }
 
 // CheckCapacity reports an error if the leases of the Semaphore called
@@ -287,16 +225,9 @@ func (r *Recorder) CheckCapacity(name string, capacity int) error {
 		return fmt.Errorf("fairlocktest: capacity %d of semaphore %q is below 1", capacity, name)
 	}
 	g := r.group(name, fairlock.LockSemaphore)
-	return g.sweep(func(held map[string]fairlock.Event, e fairlock.Event) error {
-		sum := e.Permits
-		for _, h := range held {
-			sum += h.Permits
-		}
-		if sum > capacity {
-			return fmt.Errorf("fairlocktest: %s held %d permits at once, over its capacity %d, when %s took %d;\n holders %v%s",
-				g, sum, capacity, e.Token, e.Permits, holders(held), g.hint(held))
-		}
-		return nil
+	return g.overlap(int64(capacity), func(e fairlock.Event, permits int, holders, hint string) error {
+		return fmt.Errorf("fairlocktest: %s held %d permits at once, over its capacity %d, when %s took %d;\n holders %s%s",
+			g, permits, capacity, e.Token, e.Permits, holders, hint)
 	})
 }
 
@@ -305,18 +236,8 @@ func (r *Recorder) CheckCapacity(name string, capacity int) error {
 // for CheckCapacity.
 func (r *Recorder) CheckExclusive(name string) error {
 	g := r.group(name, fairlock.LockRWMutex)
-	return g.sweep(func(held map[string]fairlock.Event, e fairlock.Event) error {
-		if len(held) == 0 {
-			return nil
-		}
-		writer := e.Lock == fairlock.LockWrite
-		for _, h := range held {
-			writer = writer || h.Lock == fairlock.LockWrite
-		}
-		if writer {
-			return fmt.Errorf("fairlocktest: %s granted %s to %s while held by %v%s", g, e.Lock, e.Token, holders(held), g.hint(held))
-		}
-		return nil
+	return g.overlap(fairlock.MaxCapacity, func(e fairlock.Event, _ int, holders, hint string) error {
+		return fmt.Errorf("fairlocktest: %s granted %s to %s while held by %s%s", g, e.Lock, e.Token, holders, hint)
 	})
 }
 
@@ -363,14 +284,16 @@ func (r *Recorder) AssertExclusive(t testing.TB, name string) {
 // A group is the events of one lock: a name and a kind of lock, with
 // LockRead, LockWrite and LockRWMutex as one RWMutex.
 type group struct {
-	name   string
-	lock   fairlock.LockKind // LockMutex, LockSemaphore or LockRWMutex
-	events []fairlock.Event
-	// at[i] is the place of events[i] among all the Recorder's events, and
-	// released[token] the place at which Release was called on that lease:
-	// the call came after every event placed before it.
-	at       []int
-	released map[string]int
+	name     string
+	lock     fairlock.LockKind // LockMutex, LockSemaphore or LockRWMutex
+	events   []fairlock.Event
+	released map[string]bool // leases Release was called on through the Recorder
+	// model is what the shared checks see of the lock: a request for each
+	// token that queued or was granted, timed by the places of its events
+	// among all the Recorder's; named[i] is the grant (or else the first)
+	// event of model.Reqs[i].
+	model history.Lock
+	named []fairlock.Event
 }
 
 // primitive is the lock an event is about: LockRead, LockWrite (a lease)
@@ -386,25 +309,55 @@ func primitive(k fairlock.LockKind) fairlock.LockKind {
 	return fairlock.LockMutex
 }
 
-// exclusive tells whether a grant of this kind excludes every other holder.
-func exclusive(k fairlock.LockKind) bool {
-	return primitive(k) == fairlock.LockMutex || k == fairlock.LockWrite
-}
-
 // group returns the events of the lock called name whose primitive is
-// lock's.
+// lock's, and its model. Its capacity is what the Recorder knows (only
+// CheckCapacity is told a Semaphore's, so for CheckFences none of its
+// grants is exclusive), and no call is seen. A lease ends at its
+// EventReleased or EventLost, or where Release was called on it through
+// the Recorder, whichever came first.
 func (r *Recorder) group(name string, lock fairlock.LockKind) group {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	g := group{name: name, lock: primitive(lock), released: map[string]int{}}
-	for i, e := range r.events {
-		if e.Name == name && primitive(e.Lock) == g.lock {
-			g.events = append(g.events, e)
-			g.at = append(g.at, i)
-			if p, ok := r.releases[e.Token]; ok {
-				g.released[e.Token] = p
-			}
+	g := group{name: name, lock: primitive(lock), released: map[string]bool{}}
+	g.model.Cap = map[fairlock.LockKind]int64{fairlock.LockMutex: 1, fairlock.LockSemaphore: history.Never, fairlock.LockRWMutex: fairlock.MaxCapacity}[g.lock]
+	index := map[string]int{} // token -> request
+	for at, e := range r.events {
+		if e.Name != name || primitive(e.Lock) != g.lock {
+			continue
 		}
+		g.events = append(g.events, e)
+		i, ok := index[e.Token]
+		if !ok {
+			if e.Kind != fairlock.EventEnqueued && e.Kind != fairlock.EventGranted {
+				continue // no waiter or lease seen
+			}
+			i, index[e.Token] = len(g.named), len(g.named)
+			g.named = append(g.named, e)
+			g.model.Reqs = append(g.model.Reqs, history.Request{Called: math.MinInt64, Entered: history.Never, Granted: history.Never, End: history.Never})
+		}
+		q := &g.model.Reqs[i]
+		switch e.Kind {
+		case fairlock.EventEnqueued:
+			q.Entered = min(q.Entered, int64(at)) // a waiter evicted for silence queues again: its first place counts
+		case fairlock.EventGranted:
+			if q.Granted == history.Never {
+				q.Granted, q.Fence, g.named[i] = int64(at), e.Fence, e
+			}
+		case fairlock.EventReleased, fairlock.EventLost:
+			q.End = min(q.End, int64(at))
+			q.Lost = q.Lost || e.Kind == fairlock.EventLost
+		}
+	}
+	for i, e := range g.named {
+		q := &g.model.Reqs[i]
+		q.Permits = int64(max(e.Permits, 1)) // 0 in an Event made by hand
+		if e.Lock == fairlock.LockWrite {
+			q.Permits = fairlock.MaxCapacity // a writer takes all
+		}
+		if p, ok := r.releases[e.Token]; ok {
+			q.End, g.released[e.Token] = min(q.End, int64(p)), true
+		}
+		q.Exempt = q.Entered == history.Never || q.Granted == history.Never // CheckFIFO compares only these
 	}
 	return g
 }
@@ -421,67 +374,44 @@ func (r *Recorder) groups(name string) []group {
 	return out
 }
 
+// each joins what check reports of each lock called name.
+func (r *Recorder) each(name string, check func(group) error) error {
+	var errs []error
+	for _, g := range r.groups(name) {
+		errs = append(errs, check(g))
+	}
+	return errors.Join(errs...)
+}
+
 // String names the lock in errors: "mutex \"jobs\"".
 func (g group) String() string { return fmt.Sprintf("%s %q", g.lock, g.name) }
 
-func (g group) filter(kind fairlock.EventKind) []fairlock.Event {
-	var out []fairlock.Event
-	for _, e := range g.events {
-		if e.Kind == kind {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
-// sweep calls check at every EventGranted, in the order reported, with the
-// leases held just before it (their EventGranted, by token). A lease is
-// held from its EventGranted until its EventReleased or EventLost, or
-// until Release on the Recorder was called on it, whichever came first.
-// sweep stops at check's first error.
-func (g group) sweep(check func(held map[string]fairlock.Event, e fairlock.Event) error) error {
-	held := map[string]fairlock.Event{}
-	for i, e := range g.events {
-		for t := range held {
-			if p, ok := g.released[t]; ok && p <= g.at[i] {
-				delete(held, t)
+// overlap reports, through fail, the first grant of g that took more than
+// capacity permits: its event, the permits held with it, and the holders
+// then, by fence, as "token(lock permits)". A hint comes with them if a
+// holder may have overlapped only in the reports: one released with its
+// own Release counts until its Locker heard back.
+func (g group) overlap(capacity int64, fail func(e fairlock.Event, permits int, holders, hint string) error) error {
+	l := g.model
+	l.Cap = capacity
+	for _, v := range l.CheckCapacity() {
+		e, hint := g.named[v.Req], ""
+		permits, held := e.Permits, []fairlock.Event(nil)
+		for _, i := range v.Others {
+			h, q := g.named[i], l.Reqs[i]
+			permits += h.Permits
+			held = append(held, h)
+			if q.End != history.Never && !q.Lost && !g.released[h.Token] {
+				hint = "\n (a lease released with Lease.Release counts until its EventReleased, which may come after the next grant's report: release through Recorder.Release)"
 			}
 		}
-		switch e.Kind {
-		case fairlock.EventGranted:
-			if err := check(held, e); err != nil {
-				return err
-			}
-			held[e.Token] = e
-		case fairlock.EventReleased, fairlock.EventLost:
-			delete(held, e.Token)
+		var holders []string
+		for _, h := range byFence(held) {
+			holders = append(holders, fmt.Sprintf("%s(%s %d)", h.Token, h.Lock, h.Permits))
 		}
+		return fail(e, permits, fmt.Sprint(holders), hint)
 	}
 	return nil
-}
-
-// hint explains an overlap that may be only the reports' order: a holder
-// released with its own Release counts until its Locker heard back.
-func (g group) hint(held map[string]fairlock.Event) string {
-	for _, e := range g.events {
-		if _, ok := g.released[e.Token]; e.Kind == fairlock.EventReleased && held[e.Token].Token != "" && !ok {
-			return "\n (a lease released with Lease.Release counts until its EventReleased, which may come after the next grant's report: release through Recorder.Release)"
-		}
-	}
-	return ""
-}
-
-// holders lists held leases, sorted by fence, as "token(permits)".
-func holders(held map[string]fairlock.Event) []string {
-	var es []fairlock.Event
-	for _, e := range held {
-		es = append(es, e)
-	}
-	var out []string
-	for _, e := range byFence(es) {
-		out = append(out, fmt.Sprintf("%s(%s %d)", e.Token, e.Lock, e.Permits))
-	}
-	return out
 }
 
 // byFence sorts events by fence, keeping the reported order among equal
