@@ -193,14 +193,20 @@ func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, er
 	case redis.HasErrorPrefix(err, capacityRefused):
 		// Refused before any change: like a bad argument, it never queued.
 		a.l.drop(w)
-		in := strings.Fields(strings.TrimPrefix(err.Error(), capacityRefused))
-		if len(in) == 2 && in[1] != "0" {
-			return 0, fmt.Errorf("%w: semaphore %s is in use with capacity %s and group limit %s, not %v and %v", ErrInvalid, quoteName(w.ref.name), in[0], in[1], a.req.capacity, a.req.limit)
-		}
-		return 0, fmt.Errorf("%w: semaphore %s is in use with capacity %s, not %v", ErrInvalid, quoteName(w.ref.name), in[0], a.req.capacity)
+		in := append(strings.Fields(strings.TrimPrefix(err.Error(), capacityRefused)), "", "")
+		return 0, fmt.Errorf("%w: semaphore %s is in use with %s, not %s", ErrInvalid, quoteName(w.ref.name),
+			capacityText(in[0], in[1]), capacityText(fmt.Sprint(a.req.capacity), fmt.Sprint(a.req.limit)))
 	}
 	// The reply may be lost, not the request: withdraw the token.
 	return 0, a.fail(w, err, true)
+}
+
+// capacityText says a capacity and group limit ("0": none).
+func capacityText(capacity, limit string) string {
+	if limit == "" || limit == "0" {
+		return "capacity " + capacity + " and no group limit"
+	}
+	return "capacity " + capacity + " and group limit " + limit
 }
 
 // capacityRefused starts acquire.lua's error for a semaphore in use with

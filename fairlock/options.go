@@ -18,13 +18,11 @@ const (
 	// DefaultKeyPrefix starts every key and channel name.
 	DefaultKeyPrefix = "fairlock"
 	// MinHeartbeat is the shortest heartbeat New accepts: the lease and
-	// waiter TTLs must both be at least 3 × MinHeartbeat (75 ms). Each
-	// heartbeat is one script call per lock and Locker, about 50 µs of
-	// Redis CPU; at 25 ms that is 0.2% of a Redis core per lock and
-	// Locker, so a few hundred processes waiting on one lock stay under
-	// half a core. Shorter periods add Redis load faster than they cut
-	// recovery time, and come close to one round trip on a loaded machine,
-	// where waiters would lose their places to scheduling delays.
+	// waiter TTLs must both be at least 3 × MinHeartbeat (75 ms). A shorter
+	// period adds Redis load (one call per lock with waiters, per Locker and
+	// period) faster than it cuts recovery time, and comes close to a round
+	// trip on a loaded machine, where waiters would lose their places to
+	// scheduling delays.
 	MinHeartbeat = 25 * time.Millisecond
 )
 

@@ -3,7 +3,8 @@ package fairlock_test
 // TestStateMachine drives the engine through random sequences of
 // operations and faults (pgregory.net/rapid), on a real redis-server, with
 // three Lockers, each behind its own proxy, on a mutex, a semaphore of 3
-// permits and a read-write lock. rapid shrinks a failure to a short
+// permits, a read-write lock, and a semaphore of 3 permits shared by
+// groups (WithGroup, the groups "", "a" and "b", WithGroupLimit 2). rapid shrinks a failure to a short
 // sequence and prints it.
 //
 // Actions: Acquire (waits until queued or granted), TryAcquire, Release,
@@ -15,15 +16,19 @@ package fairlock_test
 // After every step, reading Redis with a raw client:
 //   - every key has an expiry;
 //   - each queue's list and its order set hold the same tokens in the same
-//     order, without repeats; a semaphore's count of permits in use equals
-//     the sum over its holders;
-//   - permits held never exceed the capacity, and a writer holds alone;
+//     order, without repeats (with groups: the groups' lines together hold
+//     the order set's tokens, each line in arrival order); a semaphore's
+//     count of permits in use equals the sum over its holders, and so does
+//     each group's;
+//   - permits held never exceed the capacity, and a writer holds alone; no
+//     group holds more than its limit;
 //   - no fence is handed out twice, a seeded fence counter is at least
 //     every fence seen, and a grant's fence exceeds those of the grants
 //     released before its Acquire began;
 //   - live waiters are granted in arrival order, with the head-of-line
 //     rule: a later waiter of the same generation (no fault in between, a
-//     live Locker, never requeued) is never granted before an earlier one.
+//     live Locker, never requeued) and of the same group is never granted
+//     before an earlier one.
 //
 // And after time passed beyond the TTLs (the stated bound: lease TTL + a
 // heartbeat + slack): every live holder in Redis is a lease the test holds,
@@ -37,8 +42,11 @@ package fairlock_test
 //
 //	go test -run TestStateMachine ./fairlock/ -rapid.checks=400 -rapid.steps=40
 //
-// A sequence rapid shrinks to is kept as a test of its own below
-// (TestStateMachineRegressions).
+// The machine runs on real time, so a shrunk sequence does not replay
+// reliably from rapid's fail file: each failure it found is kept as a test
+// of its own instead (a group taking permits at once past its limit:
+// TestGroupLimit; the fast path leaving an unseeded fence counter:
+// TestFastPathSeedsTheFence).
 
 import (
 	"context"
@@ -65,12 +73,17 @@ const (
 )
 
 type smLock struct {
-	name string
-	kind fairlock.LockKind
-	cap  int
+	name  string
+	kind  fairlock.LockKind
+	cap   int
+	limit int // WithGroupLimit; > 0: its calls draw a group
 }
 
-var smLocks = []smLock{{"m", fairlock.LockMutex, 1}, {"s", fairlock.LockSemaphore, 3}, {"r", fairlock.LockRWMutex, fairlock.MaxCapacity}}
+var smLocks = []smLock{{"m", fairlock.LockMutex, 1, 0}, {"s", fairlock.LockSemaphore, 3, 0},
+	{"r", fairlock.LockRWMutex, fairlock.MaxCapacity, 0}, {"g", fairlock.LockSemaphore, 3, 2}}
+
+// smGroups are the groups of the grouped semaphore: "" names none.
+var smGroups = []string{"", "a", "b"}
 
 type smLocker struct {
 	l     *fairlock.Locker
@@ -83,6 +96,7 @@ type smLocker struct {
 type smCall struct {
 	locker, lock int
 	permits      int // the weight Redis counts: a writer all of MaxCapacity
+	group        string
 	arrival      int // when it was queued, in steps; 0 if not (yet)
 	gen          int // the generation it queued in
 	requeued     bool
@@ -96,6 +110,7 @@ type smLease struct {
 	lease        *fairlock.Lease
 	locker, lock int
 	permits      int
+	group        string
 	arrival, gen int // its call's
 	requeued     bool
 	granted      time.Time
@@ -197,18 +212,20 @@ func (m *machine) alive(rt *rapid.T) int {
 }
 
 // acquirer is the call a request makes on a Locker.
-func (m *machine) acquirer(i, lock int, permits int, write, try bool) func(context.Context, ...fairlock.AcquireOption) (*fairlock.Lease, error) {
+func (m *machine) acquirer(i, lock int, permits int, group string, write, try bool) func(context.Context, ...fairlock.AcquireOption) (*fairlock.Lease, error) {
 	l, lk := m.lockers[i].l, smLocks[lock]
 	switch lk.kind {
 	case fairlock.LockSemaphore:
-		s, _ := l.Semaphore(lk.name, lk.cap)
+		s := m.semaphore(l, lk)
+		take := s.Acquire
 		if try {
-			return func(ctx context.Context, o ...fairlock.AcquireOption) (*fairlock.Lease, error) {
-				return s.TryAcquire(ctx, permits, o...)
-			}
+			take = s.TryAcquire
 		}
 		return func(ctx context.Context, o ...fairlock.AcquireOption) (*fairlock.Lease, error) {
-			return s.Acquire(ctx, permits, o...)
+			if group != "" {
+				o = append(o, fairlock.WithGroup(group))
+			}
+			return take(ctx, permits, o...)
 		}
 	case fairlock.LockRWMutex:
 		rw, _ := l.RWMutex(lk.name)
@@ -229,17 +246,32 @@ func (m *machine) acquirer(i, lock int, permits int, write, try bool) func(conte
 	return mu.Acquire
 }
 
-// request draws what a call asks for.
-func (m *machine) request(rt *rapid.T, lock int) (permits int, write bool) {
-	switch smLocks[lock].kind {
+func (m *machine) semaphore(l *fairlock.Locker, lk smLock) *fairlock.Semaphore {
+	var opts []fairlock.SemaphoreOption
+	if lk.limit > 0 {
+		opts = append(opts, fairlock.WithGroupLimit(lk.limit))
+	}
+	s, _ := l.Semaphore(lk.name, lk.cap, opts...)
+	return s
+}
+
+// request draws what a call asks for. A request of the grouped semaphore
+// asks for no more than its group may hold.
+func (m *machine) request(rt *rapid.T, lock int) (permits int, group string, write bool) {
+	switch lk := smLocks[lock]; lk.kind {
 	case fairlock.LockSemaphore:
-		return rapid.IntRange(1, 3).Draw(rt, "permits"), false
+		most := lk.cap
+		if lk.limit > 0 {
+			group = rapid.SampledFrom(smGroups).Draw(rt, "group")
+			most = lk.limit
+		}
+		return rapid.IntRange(1, most).Draw(rt, "permits"), group, false
 	case fairlock.LockRWMutex:
 		if write = rapid.Bool().Draw(rt, "write"); write {
-			return fairlock.MaxCapacity, true
+			return fairlock.MaxCapacity, "", true
 		}
 	}
-	return 1, write
+	return 1, "", write
 }
 
 func (m *machine) Acquire(rt *rapid.T) {
@@ -251,11 +283,11 @@ func (m *machine) Acquire(rt *rapid.T) {
 	if busy {
 		rt.Skip("one waiting call per Locker and lock")
 	}
-	permits, write := m.request(rt, lock)
+	permits, group, write := m.request(rt, lock)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	c := &smCall{locker: i, lock: lock, permits: permits, gen: m.gen, started: time.Now(), cancel: cancel,
+	c := &smCall{locker: i, lock: lock, permits: permits, group: group, gen: m.gen, started: time.Now(), cancel: cancel,
 		queued: make(chan struct{}), done: make(chan result, 1)}
-	acquire := m.acquirer(i, lock, permits, write, false)
+	acquire := m.acquirer(i, lock, permits, group, write, false)
 	var once sync.Once
 	go func() {
 		s, err := acquire(ctx, fairlock.OnQueued(func(int) { once.Do(func() { close(c.queued) }) }))
@@ -279,13 +311,13 @@ func (m *machine) Acquire(rt *rapid.T) {
 func (m *machine) TryAcquire(rt *rapid.T) {
 	i := m.alive(rt)
 	lock := rapid.IntRange(0, len(smLocks)-1).Draw(rt, "lock")
-	permits, write := m.request(rt, lock)
+	permits, group, write := m.request(rt, lock)
 	started := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := m.acquirer(i, lock, permits, write, true)(ctx)
+	s, err := m.acquirer(i, lock, permits, group, write, true)(ctx)
 	if err == nil {
-		m.granted(rt, &smCall{locker: i, lock: lock, permits: permits, gen: m.gen, started: started}, s)
+		m.granted(rt, &smCall{locker: i, lock: lock, permits: permits, group: group, gen: m.gen, started: started}, s)
 	}
 }
 
@@ -302,7 +334,7 @@ func (m *machine) granted(rt *rapid.T, c *smCall, s *fairlock.Lease) {
 	m.grants[c.lock] = append(m.grants[c.lock], &smGrant{fence: s.Fence(), started: c.started})
 	m.maxSeen[c.lock] = max(m.maxSeen[c.lock], s.Fence())
 	m.leases = append(m.leases, &smLease{lease: s, locker: c.locker, lock: c.lock, permits: c.permits,
-		arrival: c.arrival, gen: c.gen, requeued: c.requeued, granted: time.Now()})
+		group: c.group, arrival: c.arrival, gen: c.gen, requeued: c.requeued, granted: time.Now()})
 }
 
 func (m *machine) pickLease(rt *rapid.T) (int, *smLease) {
@@ -390,8 +422,11 @@ func (m *machine) Do(rt *rapid.T) {
 	}()
 	switch lk.kind {
 	case fairlock.LockSemaphore:
-		s, _ := l.Semaphore(lk.name, lk.cap)
-		s.Do(ctx, 1, fn) //nolint:errcheck // checked by the invariants
+		var opts []fairlock.AcquireOption
+		if lk.limit > 0 {
+			opts = append(opts, fairlock.WithGroup(rapid.SampledFrom(smGroups).Draw(rt, "group")))
+		}
+		m.semaphore(l, lk).Do(ctx, 1, fn, opts...) //nolint:errcheck // checked by the invariants
 	case fairlock.LockRWMutex:
 		rw, _ := l.RWMutex(lk.name)
 		rw.DoRead(ctx, fn) //nolint:errcheck // likewise
@@ -481,7 +516,7 @@ func (m *machine) checkFIFO(rt *rapid.T) {
 		}
 		for _, a := range got {
 			for _, b := range got {
-				if a.gen == b.gen && a.arrival < b.arrival && a.lease.Fence() > b.lease.Fence() {
+				if a.gen == b.gen && a.group == b.group && a.arrival < b.arrival && a.lease.Fence() > b.lease.Fence() {
 					rt.Fatalf("%s: a waiter that arrived at step %d was granted fence %d after one that arrived at step %d (fence %d)",
 						smLocks[lock].name, a.arrival, a.lease.Fence(), b.arrival, b.lease.Fence())
 				}
@@ -493,7 +528,7 @@ func (m *machine) checkFIFO(rt *rapid.T) {
 				continue
 			}
 			for _, b := range got {
-				if b.gen == c.gen && c.arrival < b.arrival && time.Since(b.granted) > smBeat+slack && time.Since(m.faultAt) > smLeaseTTL+smBeat {
+				if b.gen == c.gen && b.group == c.group && c.arrival < b.arrival && time.Since(b.granted) > smBeat+slack && time.Since(m.faultAt) > smLeaseTTL+smBeat {
 					m.mu.Unlock()
 					rt.Fatalf("%s: the waiter that arrived at step %d still waits, though one that arrived at step %d was granted %v ago",
 						smLocks[lock].name, c.arrival, b.arrival, time.Since(b.granted).Round(time.Millisecond))
@@ -534,7 +569,9 @@ func (m *machine) checkRedis(rt *rapid.T) {
 		}); err != nil && !errors.Is(err, redis.Nil) {
 			rt.Fatalf("reading %s: %v", lk.name, err)
 		}
-		if strings.Join(list.Val(), " ") != strings.Join(order.Val(), " ") {
+		if lk.limit > 0 {
+			m.checkGroups(rt, base, lk, holders.Val())
+		} else if strings.Join(list.Val(), " ") != strings.Join(order.Val(), " ") {
 			rt.Fatalf("%s: queue %q and order %q disagree", lk.name, list.Val(), order.Val())
 		}
 		seen := map[string]bool{}
@@ -566,6 +603,56 @@ func (m *machine) checkRedis(rt *rapid.T) {
 		}
 		if used, ok := state.Val()[1].(string); ok && used != fmt.Sprint(sum) {
 			rt.Fatalf("%s: state counts %s permits in use, its holders %d (%v)", lk.name, used, sum, holders.Val())
+		}
+	}
+}
+
+// checkGroups checks a grouped semaphore: its groups' lines together hold
+// the order set's tokens, once each and each line in arrival order; each
+// group's count of permits is the sum over its holders, and within the
+// limit.
+func (m *machine) checkGroups(rt *rapid.T, base string, lk smLock, holders []redis.Z) {
+	ctx := context.Background()
+	order := m.rdb.ZRangeWithScores(ctx, base+"order", 0, -1).Val()
+	arrival := map[string]float64{}
+	for _, z := range order {
+		arrival[z.Member.(string)] = z.Score
+	}
+	state := m.rdb.HGetAll(ctx, base+"state").Val()
+	lined := 0
+	for _, g := range smGroups {
+		line := base + "queue"
+		if g != "" {
+			line = base + "gq:" + g
+		}
+		last := -1.0
+		for _, tok := range m.rdb.LRange(ctx, line, 0, -1).Val() {
+			at, ok := arrival[tok]
+			if !ok || at <= last || state["g:"+tok] != g {
+				rt.Fatalf("%s: line of group %q has %s out of place (order %v, its group %q)", lk.name, g, tok, order, state["g:"+tok])
+			}
+			last = at
+			lined++
+		}
+	}
+	if lined != len(order) {
+		rt.Fatalf("%s: the groups' lines hold %d tokens, the order set %d", lk.name, lined, len(order))
+	}
+	held := map[string]int{}
+	for _, z := range holders {
+		tok := z.Member.(string)
+		held[state["g:"+tok]] += tokenWeight(tok)
+	}
+	for g, n := range held {
+		if n > lk.limit {
+			rt.Fatalf("%s: group %q holds %d permits, over its limit %d (holders %v)", lk.name, g, n, lk.limit, holders)
+		}
+		c, ok := state["h:"+g]
+		if !ok && state["grouped"] != "" && state["grouped"] != "0" && n > 0 {
+			rt.Fatalf("%s: group %q holds %d permits, not counted", lk.name, g, n)
+		}
+		if ok && c != fmt.Sprint(n) {
+			rt.Fatalf("%s: group %q counted as holding %s permits, its holders %d", lk.name, g, c, n)
 		}
 	}
 }

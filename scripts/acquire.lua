@@ -42,7 +42,7 @@ if waits(token) then return queuedReply() end
 -- queue.
 local function takeNow()
   if freed then grantHeads() end
-  if not fits(token) or waiting() > 0 then return false end
+  if not fits(token, group) or waiting() > 0 then return false end
   join(token, group, permitsHeld())
   local fence = nextFence()
   take(token, group, ttl, fence)

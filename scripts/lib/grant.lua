@@ -20,7 +20,7 @@ local function grantHeads(quiet)
     local head, group = nextHead()
     if not head then break end
     local ttl = grantTTL(head)
-    if ttl and not fits(head) then break end
+    if ttl and not fits(head, group) then break end
     popHead(head, group)
     if ttl then
       local fence = nextFence()

@@ -46,6 +46,20 @@ local function groupRecord(group)
   return r
 end
 
+-- underLimit tells whether group may take n more permits within the group
+-- limit. While nobody names a group, every party is in the group "", which
+-- holds plainHeld.
+local function underLimit(group, n, plainHeld)
+  if groupLimit == 0 then return true end
+  local held = 0
+  if groupedParties > 0 then
+    held = groupRecord(group).held
+  elseif group == '' then
+    held = plainHeld
+  end
+  return held + n <= groupLimit
+end
+
 -- place puts group where the grant loop finds it, or takes it out: in
 -- groupsKey while it has a head its limit lets in. A group with nobody
 -- waiting and nothing held is forgotten.
@@ -71,13 +85,15 @@ local function place(group)
   if not head and r.held == 0 then redis.call('HDEL', stateKey, 'h:' .. group, 's:' .. group) end
 end
 
--- A grouped party left for good. When it was the last, the semaphore is one
--- FIFO line again.
-local function partyLeft(token)
+-- A party of group left for good. When it was the last grouped party, the
+-- semaphore is one FIFO line again, and forgets the groups: the group ""
+-- and group itself (every other group was forgotten as its last party
+-- left, by place), so that a later stretch of groups starts afresh.
+local function partyLeft(token, group)
   redis.call('HDEL', stateKey, 'g:' .. token)
   groupedParties = redis.call('HINCRBY', stateKey, 'grouped', -1)
   if groupedParties > 0 then return end
-  redis.call('HDEL', stateKey, 'grouped', 'h:', 's:', 'm:', 'tick')
+  redis.call('HDEL', stateKey, 'grouped', 'tick', 'h:', 's:', 'm:', 'h:' .. group, 's:' .. group, 'm:' .. group)
   redis.call('DEL', groupsKey)
   groups = {}
 end
@@ -118,7 +134,7 @@ end
 local function waiterLeft(token, group)
   redis.call('HDEL', metaKey, token)
   if groupedParties == 0 then return end
-  if group ~= '' then partyLeft(token) end
+  if group ~= '' then partyLeft(token, group) end
   if groupedParties > 0 then place(group) end
 end
 
@@ -127,7 +143,7 @@ local function leave(token)
   depart(token)
   local queued = redis.call('LREM', lineOfGroup(group), 1, token) == 1
   if queued and groupedParties > 0 then
-    if group ~= '' then partyLeft(token) end
+    if group ~= '' then partyLeft(token, group) end
     if groupedParties > 0 then place(group) end
   end
   return queued
@@ -149,7 +165,7 @@ local function groupFreed(token, n)
   local r = groupRecord(group)
   r.held = r.held - n
   redis.call('HSET', stateKey, 'h:' .. group, r.held)
-  if group ~= '' then partyLeft(token) end
+  if group ~= '' then partyLeft(token, group) end
   if groupedParties > 0 then place(group) end
 end
 

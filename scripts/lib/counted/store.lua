@@ -69,7 +69,10 @@ end
 
 local function hasRoom() return cap ~= nil and used < cap end
 
-local function fits(token) return cap ~= nil and used + weight(token) <= cap end
+local function fits(token, group)
+  local n = weight(token)
+  return cap ~= nil and used + n <= cap and underLimit(group, n, used)
+end
 
 local function take(token, group, ttl, fence)
   local first = used == 0

@@ -12,7 +12,7 @@
 --                              returns whether permits came free, and an
 --                              error reply or nil
 --   hasRoom()                  may any request be granted now
---   fits(token)                would token's permits be granted now
+--   fits(token, group)         would token's permits be granted now
 --   take(token, group, ttl, fence)  grant token, its record living ttl
 --                              ms; returns hasRoom()
 --   drop(token)                free token's permits; returns whether it held
