@@ -13,12 +13,12 @@ import (
 	"github.com/fairlock/fairlock/internal/redistest"
 )
 
-// The README's ACL rule is enough for everything a lock user does: the
-// commands inside the scripts are checked against it too.
+// The ACL rule of docs/operations.md is enough for everything a lock user
+// does: the commands inside the scripts are checked against it too.
 func TestACLRuleIsEnough(t *testing.T) {
 	primary := redistest.Start(t, "--repl-diskless-sync-delay", "0")
 	replica := redistest.Start(t, "--replicaof", "127.0.0.1", fmt.Sprint(primary.Port))
-	primary.SetUser(t, redistest.DocACLRule(t, "../README.md", "fairlock-app"))
+	primary.SetUser(t, redistest.DocACLRule(t, "../docs/operations.md", "fairlock-app"))
 	ctx := withTimeout(t, 30*time.Second)
 	for !strings.Contains(replica.Client(t).Info(ctx, "replication").Val(), "master_link_status:up") {
 		time.Sleep(20 * time.Millisecond)

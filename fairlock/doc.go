@@ -1,60 +1,22 @@
 // Package fairlock is a fair, strictly FIFO distributed lock on Redis, with a
-// fair counting semaphore and a fair read-write lock on the same queue.
+// fair weighted semaphore and a fair read-write lock on the same queue
+// engine.
 //
 // Spin-and-retry locks (SET NX in a loop) are unfair: whoever retries at the
 // right moment wins, so under contention the worker that just released the
 // lock often takes it again while others wait for seconds, or forever.
-// fairlock queues waiters in a Redis list instead and grants the lock in
-// the order their requests reached Redis. Release hands the lock to the
-// head of the queue inside one Lua script and wakes only that waiter's
-// process through pub/sub, so nobody spins.
+// fairlock queues waiters in Redis instead and grants in the order their
+// requests reached Redis. A release hands the lock to the head of the queue
+// inside one Lua script and wakes only that waiter's process through
+// pub/sub, so nobody spins.
 //
-// # When to use it
+// # One shape for every kind
 //
-// Use fairlock when many processes contend for one lock and none may starve:
-// ordered job processing, per-account serialisation, tests that assert grant
-// order. For a lock that is rarely contended, a plain SET NX lock is as good.
-// For correctness (not just efficiency) under pauses and failovers, no lease
-// lock is enough by itself: pass Lease.Fence to the storage you guard and
-// have it reject older fences.
-//
-// # Semaphores and read-write locks
-//
-// Locker.Semaphore gives a fair weighted semaphore, and Locker.RWMutex a fair
-// read-write lock, which is a semaphore of MaxCapacity permits whose readers
-// take one and whose writers take all. Both queue in the same strict FIFO
-// order as the mutex: a request is granted only when it is the oldest live
-// waiter and its permits are free, and a later request never passes an
-// earlier one, even when it would fit. So a reader behind a waiting writer
-// waits, and a writer waits only for the readers ahead of it. When permits
-// come free, every request at the head that fits is granted in one script,
-// and each Locker with a granted waiter gets one message. Every grant is a
-// Lease, whose Release returns all of its permits; there is no partial
-// release and no upgrade from reader to writer.
-//
-// # Guarantees
-//
-//   - Mutual exclusion within a lease, on one Redis that does not lose data;
-//     for a semaphore, never more than its capacity held within the leases,
-//     and for a read-write lock, no writer beside any other holder.
-//   - Strict FIFO among live waiters; TryAcquire never jumps the queue.
-//   - A crashed holder blocks the lock for at most the lease TTL; a crashed
-//     waiter for at most the waiter TTL, wherever it stands in the queue.
-//   - A lost notification, or a lease that expired with nobody releasing,
-//     delays a grant by at most one heartbeat period.
-//   - Every key has a TTL; a lock nobody uses leaves only its fence key,
-//     which expires after a day.
-//   - Fences strictly increase per lock name, even after Redis lost its data.
-//
-// A failover of an asynchronously replicated Redis can lose a grant, a
-// paused holder can act after its lease ended, and a jump of the Redis
-// server's clock can shorten a lease. Fences are the answer to all three.
-//
-// # Use
-//
-// One Locker per process is the normal use: it shares one pub/sub connection
-// (one per shard on Redis Cluster) and one heartbeat timer among all its
-// waiters and leases, on every lock name.
+// Locker.Mutex, Locker.Semaphore and Locker.RWMutex return handles for one
+// name, with the same verbs: take (Acquire; Lock and RLock), try
+// (TryAcquire; TryLock and TryRLock), Do (DoRead), Inspect and
+// ForceRelease. Every grant is a Lease, whose Release gives back all its
+// permits. Locker.Acquire, TryAcquire and Do are the mutex's shorthands.
 //
 //	locker, err := fairlock.New(redisClient)
 //	defer locker.Close()
@@ -62,13 +24,67 @@
 //		return debit(ctx, 42) // ctx is cancelled if the lease is lost
 //	})
 //
-// Acquire and Release give finer control, TryAcquire never waits, Inspect
-// shows a lock's holder and queue, and WithObserver reports every step.
-// For operators, Queue lists a lock's waiters in order, Names the locks in
-// use, and ForceRelease ends a stuck holder's lease (read its warning);
-// WithMetadata labels a waiter and then its lease (a job id, a host) for
-// them to see, and for anyone else who can read the keys;
-// the command cmd/fairlock does the same from a shell. The
-// package fairlocktest runs a Locker on an in-process miniredis for tests.
-// The options explain the lease TTL, the waiter TTL and the heartbeat.
+// One Locker per process is the normal use: it keeps all its waiters and
+// leases alive with one session, renewed once per heartbeat, and shares one
+// pub/sub connection (one per shard on Redis Cluster) among them.
+//
+// # Fairness
+//
+// A request is granted only when it is the oldest live waiter and its
+// permits are free: a later request never passes an earlier one, even one
+// that would fit. So a small request behind a large one waits, and a reader
+// behind a waiting writer, and neither large requests nor writers starve.
+// With WithGroup, a semaphore shares its permits between groups (tenants):
+// the next grant goes to the group holding the fewest, and FIFO holds
+// within each group.
+//
+// # Guarantees
+//
+//   - Mutual exclusion within a lease, on one Redis that does not lose data;
+//     for a semaphore, never more than its capacity held, and for a
+//     read-write lock, no writer beside any other holder.
+//   - Strict FIFO among live waiters; Try never jumps the queue.
+//   - A crashed holder blocks the lock for at most the lease TTL plus a
+//     heartbeat; a crashed waiter for at most the waiter TTL plus a
+//     heartbeat, wherever it stands in the queue.
+//   - Nothing depends on pub/sub: a lost notification delays a grant by at
+//     most one heartbeat.
+//   - A call that failed holds nothing once its session's TTL has passed.
+//   - Every key has a TTL. Fences strictly increase per lock, in grant
+//     order, even after Redis lost its data.
+//
+// A holder paused longer than its lease's margin (see Lease) can act after
+// its lock passed on, a failover of an asynchronously replicated Redis can
+// lose a grant, and a jump of the Redis server's clock can shorten a lease.
+// Fences are the answer to all three: pass Lease.Fence to the storage you
+// guard and have it reject older fences.
+//
+// For operators, Inspect shows every holder and waiter of any kind,
+// WithMetadata labels them, Locks lists the locks in use, and ForceRelease
+// ends a stuck holder (read its warning); the command cmd/fairlock does the
+// same from a shell. The package fairlocktest runs a Locker on an
+// in-process miniredis for tests.
+//
+// # The code
+//
+// The files form layers: each uses only definitions of the files before it
+// in this list.
+//
+//   - errors.go, keys.go, replies.go: errors, key names, script replies.
+//   - scripts.go, events.go, options.go: the script runner, events, options.
+//   - kind.go, ref.go, notify.go, preflight.go: the kind descriptor, a
+//     Locker's record of one lock, pub/sub notifications, and the check of a
+//     Redis before its first write.
+//   - engine.go: the types every step shares (Locker, session, waiter,
+//     Lease, withdrawal).
+//   - lease.go, session.go, withdraw.go, replicas.go: leases, sessions,
+//     withdrawals that must reach Redis, WithReplicaAck.
+//   - fastpath.go, attempt.go, heartbeat.go: taking a lock (the fast path,
+//     then the queue) and the heartbeat.
+//   - inspect.go, admin.go: the read side and the forced release.
+//   - mutex.go, semaphore.go, rwmutex.go, locker.go: the public handles and
+//     New.
+//
+// The Lua is in the scripts package, one file per script over shared
+// modules; docs/design.md in the repository explains both.
 package fairlock

@@ -5,7 +5,7 @@
 //	fairlock [-redis URL] [-prefix P] [-cluster] COMMAND [flags] [NAME]
 //
 // Run fairlock -h for the commands. inspect, list and watch only read,
-// and run under the read-only ACL rule of the README.
+// and run under the read-only ACL rule of docs/operations.md.
 package main
 
 import (

@@ -857,8 +857,8 @@ func TestClusterHint(t *testing.T) {
 }
 
 // list, inspect and release on a Redis Cluster, found out from the server
-// itself, with the lock users and the read-only user under the README's
-// ACL rules.
+// itself, with the lock users and the read-only user under the ACL rules
+// of docs/operations.md.
 func TestOnRedisCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 6-node Redis Cluster")
@@ -866,10 +866,10 @@ func TestOnRedisCluster(t *testing.T) {
 	c := redistest.StartCluster(t)
 	ctx := withTimeout(t, 60*time.Second)
 	for _, node := range c.Nodes {
-		node.SetUser(t, redistest.DocACLRule(t, "../../README.md", "fairlock-app"))
-		node.SetUser(t, redistest.DocACLRule(t, "../../README.md", "fairlock-ops"))
+		node.SetUser(t, redistest.DocACLRule(t, "../../docs/operations.md", "fairlock-app"))
+		node.SetUser(t, redistest.DocACLRule(t, "../../docs/operations.md", "fairlock-ops"))
 	}
-	// The lock users run under the README's rule, on a ClusterClient.
+	// The lock users run under the rule of docs/operations.md, on a ClusterClient.
 	app := &redis.ClusterOptions{Username: "fairlock-app", Password: "app-secret"}
 	l := newLocker(t, c.Client(t, app))
 	names := []string{"alpha", "beta", "gamma", "delta", "epsilon", "zeta"}
@@ -938,11 +938,11 @@ func TestOnRedisCluster(t *testing.T) {
 	}
 }
 
-// The README's read-only rule is enough for inspect, list and watch, of
-// every kind, and refuses release.
+// The read-only rule of docs/operations.md is enough for inspect, list and
+// watch, of every kind, and refuses release.
 func TestReadOnlyACLRule(t *testing.T) {
 	srv := redistest.Start(t)
-	srv.SetUser(t, redistest.DocACLRule(t, "../../README.md", "fairlock-ops"))
+	srv.SetUser(t, redistest.DocACLRule(t, "../../docs/operations.md", "fairlock-ops"))
 	ctx := withTimeout(t, 20*time.Second)
 	held := take(t, mutexOf(newLocker(t, srv.Client(t)), "ro"))
 	queue(t, ctx, mutexOf(newLocker(t, srv.Client(t)), "ro"))

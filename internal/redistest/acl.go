@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DocACLRule returns the line of the document at path (the README) that
+// DocACLRule returns the line of the document at path (docs/operations.md) that
 // starts with "ACL SETUSER user ", so that tests run exactly the rule the
 // document gives.
 func DocACLRule(t testing.TB, path, user string) string {
