@@ -109,11 +109,19 @@ func measureLoops(set *workerSet, mon *monitor, d *runDetail, cycles []cycle, ho
 	s0, _ := mon.snap(ctx)
 	startAt = mono() + int64(50*time.Millisecond)
 	endAt = startAt + int64(dur)
+	stopPings := mon.samplePings(runPingEvery)
 	out = runCycles(set.c, cycles, 0, startAt, endAt, hold, capacity)
+	var pings int64
+	d.RunPingus, pings = stopPings()
 	s1, _ := mon.snap(ctx)
 	d.Slowlog = mon.slowlog(ctx, 5)
-	return out, diffServer(s0, s1), startAt, endAt
+	sd = diffServer(s0, s1)
+	sd.dropPings(pings)
+	return out, sd, startAt, endAt
 }
+
+// runPingEvery is the interval of the PINGs sampled during a contended run.
+const runPingEvery = 10 * time.Millisecond
 
 // taken is one grant as a cycle reports it: a mutex's leaves every field
 // but unlock zero.
@@ -324,7 +332,11 @@ type runDetail struct {
 	Slowlog     []SlowEntry      `json:"slowlog,omitempty"`
 	Cmdstats    map[string]int64 `json:"cmdstats,omitempty"`
 	LocalPingus float64          `json:"local_ping_p50_us"`
-	Note        string           `json:"note,omitempty"`
+	// RunPingus is the PING round trip p50 sampled every 10 ms during the
+	// run (its PINGs are left out of the commands counted): the round trip
+	// with the run's own load and scheduling delays in it.
+	RunPingus float64 `json:"run_ping_p50_us,omitempty"`
+	Note      string  `json:"note,omitempty"`
 }
 
 // analyse fills the grant-sequence metrics from the merged records.
@@ -489,6 +501,7 @@ func runContendedMP(p peer, e *env, mon *monitor, procs, perProc int, hold, dur 
 	for _, k := range kids {
 		fmt.Fprintf(k.in, "%d %d\n", startAt, endAt)
 	}
+	stopPings := mon.samplePings(runPingEvery)
 	var recs []rec
 	var cs countSnap
 	for _, k := range kids {
@@ -513,10 +526,14 @@ func runContendedMP(p peer, e *env, mon *monitor, procs, perProc int, hold, dur 
 			r.Note = "first error: " + o.FirstErr
 		}
 	}
+	var pings int64
+	r.RunPingus, pings = stopPings()
 	s1, _ := mon.snap(ctx)
 	r.Slowlog = mon.slowlog(ctx, 5)
 	analyse(&r, recs, workers, startAt, endAt)
-	perGrant(&r.grantCost, &r.runDetail, r.GrantsTotal, cs, diffServer(s0, s1), p.Redis)
+	sd := diffServer(s0, s1)
+	sd.dropPings(pings)
+	perGrant(&r.grantCost, &r.runDetail, r.GrantsTotal, cs, sd, p.Redis)
 	return r
 }
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sort"
+	"strconv"
 	"time"
 )
 
@@ -22,6 +23,17 @@ type KindResult struct {
 	grantFigures
 	Readers *grantFigures `json:"readers,omitempty"`
 	Writers *grantFigures `json:"writers,omitempty"`
+	// The weighted row: the big worker's grants (worker 0, BigPermits
+	// permits each) and the small workers' (1 permit each).
+	BigPermits int           `json:"big_permits,omitempty"`
+	Big        *grantFigures `json:"big,omitempty"`
+	Small      *grantFigures `json:"small,omitempty"`
+	// SmallMeanGrants is a small worker's mean grants in the window.
+	SmallMeanGrants float64 `json:"small_mean_grants,omitempty"`
+	// Tenants are the tenants row's figures per tenant; Groups tells
+	// whether the requests named their tenant (fairlock.WithGroup).
+	Tenants []TenantFigures `json:"tenants,omitempty"`
+	Groups  bool            `json:"groups,omitempty"`
 	// WriterGapP50us is the median time from the last release before a
 	// writer's grant to that grant: a writer's hand-off.
 	WriterGapP50us float64 `json:"writer_gap_p50_us,omitempty"`
@@ -55,6 +67,105 @@ func runSemaphore(p peer, e *env, mon *monitor, capacity, workers int, hold, dur
 	if run.recs != nil {
 		_, permitTime := figures(run.recs, workers, run.startAt, run.endAt, nil)
 		r.InUse = float64(permitTime) / float64(int64(capacity)*(run.endAt-run.startAt))
+	}
+	return r
+}
+
+// runWeighted: workers, each on its own client, take permits of one
+// semaphore of capacity, worker 0 big permits a request and the others 1,
+// hold them, release, and again.
+func runWeighted(p peer, e *env, mon *monitor, capacity, workers, big int, hold, dur time.Duration) KindResult {
+	r := KindResult{Peer: p.Name, Kind: "weighted", Workers: workers, Clients: workers, Capacity: capacity, HoldMs: hold.Seconds() * 1e3, BigPermits: big}
+	run := runKind(&r, p, semaphoreAsPeer(p, capacity), e, mon, int64(capacity), hold, dur, func(id int, w kindWorker) cycle {
+		n := 1
+		if id == 0 {
+			n = big
+		}
+		return func(ctx context.Context) (taken, error) { return w.Semaphore(ctx, "weighted", capacity, n) }
+	})
+	if run.recs == nil {
+		return r
+	}
+	_, permitTime := figures(run.recs, workers, run.startAt, run.endAt, nil)
+	r.InUse = float64(permitTime) / float64(int64(capacity)*(run.endAt-run.startAt))
+	bigF, _ := figures(run.recs, workers, run.startAt, run.endAt, func(x rec) bool { return x.W == 0 })
+	smallF, _ := figures(run.recs, workers, run.startAt, run.endAt, func(x rec) bool { return x.W != 0 })
+	r.Big, r.Small = &bigF, &smallF
+	if workers > 1 {
+		r.SmallMeanGrants = float64(smallF.Grants) / float64(workers-1)
+	}
+	return r
+}
+
+// TenantFigures are one tenant's grants in the tenants row.
+type TenantFigures struct {
+	Name    string `json:"name"`
+	Workers int    `json:"workers"`
+	grantFigures
+	// Share is its part of all grants in the window; FairShare its part
+	// under an even split between the tenants (1/tenants).
+	Share     float64 `json:"share"`
+	FairShare float64 `json:"fair_share"`
+}
+
+// tenantNames names the tenants A, B, C, ...
+func tenantNames(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = string(rune('A' + i%26))
+		if i >= 26 {
+			names[i] += strconv.Itoa(i / 26)
+		}
+	}
+	return names
+}
+
+// runTenants: workers in tenants (layout: the workers of each), each on
+// its own client, take 1 permit of one semaphore of capacity, hold it,
+// release, and again. With groups, each request names its tenant
+// (fairlock.WithGroup), so that the permits are shared fairly between
+// tenants rather than between requests; row names the row.
+func runTenants(p peer, row string, groups bool, e *env, mon *monitor, capacity int, layout []int, hold, dur time.Duration) KindResult {
+	workers := 0
+	for _, n := range layout {
+		workers += n
+	}
+	r := KindResult{Peer: row, Kind: "tenants", Workers: workers, Clients: workers, Capacity: capacity, HoldMs: hold.Seconds() * 1e3, Groups: groups}
+	names := tenantNames(len(layout))
+	tenantOf := make([]int, 0, workers)
+	for t, n := range layout {
+		for range n {
+			tenantOf = append(tenantOf, t)
+		}
+	}
+	name := "tenants"
+	if groups {
+		name = "tenants-groups"
+	}
+	noGroups := false
+	run := runKind(&r, p, semaphoreAsPeer(p, capacity), e, mon, int64(capacity), hold, dur, func(id int, w kindWorker) cycle {
+		tenant := names[tenantOf[id]]
+		if g, ok := w.(groupSemaphore); ok && groups {
+			return func(ctx context.Context) (taken, error) { return g.SemaphoreGroup(ctx, name, capacity, 1, tenant) }
+		}
+		noGroups = noGroups || groups
+		return func(ctx context.Context) (taken, error) { return w.Semaphore(ctx, name, capacity, 1) }
+	})
+	if run.recs == nil {
+		return r
+	}
+	if noGroups {
+		r.Note, r.Groups = "the peer has no groups: FIFO", false
+	}
+	_, permitTime := figures(run.recs, workers, run.startAt, run.endAt, nil)
+	r.InUse = float64(permitTime) / float64(int64(capacity)*(run.endAt-run.startAt))
+	for t, n := range layout {
+		f, _ := figures(run.recs, workers, run.startAt, run.endAt, func(x rec) bool { return x.W < workers && tenantOf[x.W] == t })
+		tf := TenantFigures{Name: names[t], Workers: n, grantFigures: f, FairShare: 1 / float64(len(layout))}
+		if r.Grants > 0 {
+			tf.Share = float64(f.Grants) / float64(r.Grants)
+		}
+		r.Tenants = append(r.Tenants, tf)
 	}
 	return r
 }

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"os"
@@ -46,10 +47,20 @@ type Results struct {
 	Scale       []ScaleResult       `json:"scale,omitempty"`
 	Semaphore   []KindResult        `json:"semaphore,omitempty"`
 	RWMutex     []KindResult        `json:"rwmutex,omitempty"`
+	// SideBySide is BenchmarkSideBySide's figures, run after the
+	// uncontended row.
+	SideBySide *SideBySideResult `json:"side_by_side,omitempty"`
+	// Idle is the scale row's idle part: leases and waiters kept while
+	// nothing is acquired or released.
+	Idle []IdleResult `json:"idle,omitempty"`
 	// SemaphoreDrain is the scale scenario's one-name drain on a semaphore.
 	SemaphoreDrain []ScaleResult `json:"semaphore_drain,omitempty"`
-	Baseline       *Baseline     `json:"baseline,omitempty"`
-	Targets        []Target      `json:"targets,omitempty"`
+	// Weighted is the semaphore with one big request among small ones.
+	Weighted []KindResult `json:"weighted,omitempty"`
+	// Tenants is the semaphore shared by tenants of unequal demand.
+	Tenants  []KindResult `json:"tenants,omitempty"`
+	Baseline *Baseline    `json:"baseline,omitempty"`
+	Targets  []Target     `json:"targets,omitempty"`
 }
 
 // Baseline is what an earlier run measured of the paths issue 9 says must
@@ -91,14 +102,17 @@ func main() {
 		etcdEP         = flag.String("etcd", "", "etcd client URL (empty: skip etcd)")
 		etcdPID        = flag.Int("etcd-pid", 0, "etcd process id, for its CPU time from /proc")
 		peersF         = flag.String("peers", "fairlock,redislock,redsync,naive,etcd", "peers to run")
-		scenF          = flag.String("scenarios", "limit,uncontended,contended,contended-mp,fifo,scale,semaphore,rwmutex,semaphore-drain", "scenarios to run")
+		scenF          = flag.String("scenarios", "limit,uncontended,contended,contended-mp,fifo,scale,semaphore,semaphore-weighted,tenants,rwmutex,semaphore-drain", "scenarios to run")
 		out            = flag.String("out", "results", "output directory")
 		lease          = flag.Duration("lease", 10*time.Second, "lease TTL / expiry for every peer")
 		spin           = flag.Duration("spin", time.Millisecond, "retry delay of the spinning peers")
 		limitDur       = flag.Duration("limit-dur", 2*time.Second, "limit: duration of each measurement")
-		uncDur         = flag.Duration("uncontended-dur", 3*time.Second, "uncontended: duration per peer")
-		uncRounds      = flag.Int("uncontended-rounds", 6, "uncontended: turns per peer, the peers taking turns")
-		uncBg          = flag.Bool("uncontended-background", false, "uncontended: call with context.Background() instead of a context with a deadline")
+		uncDur         = flag.Duration("uncontended-dur", 6*time.Second, "uncontended: duration per peer")
+		uncRounds      = flag.Int("uncontended-rounds", 20, "uncontended: turns per peer, the peers taking turns (6 s / 20: 300 ms, BenchmarkSideBySide's slice)")
+		uncPool        = flag.Int("uncontended-pool", 1, "uncontended: go-redis PoolSize of each peer's client (0: go-redis's default), as BenchmarkSideBySide")
+		uncBg          = flag.Bool("uncontended-background", false, "uncontended: call with context.Background() instead of a fresh context with a deadline per call")
+		sideBySide     = flag.String("sidebyside", "", "uncontended: test binary of ../fairlock (go test -c) whose BenchmarkSideBySide runs right after the uncontended row (run.sh builds bin/fairlock.test); empty: skip")
+		sideBySideTime = flag.String("sidebyside-benchtime", "12s", "uncontended: -test.benchtime of BenchmarkSideBySide (each peer gets half, in 300 ms slices)")
 		uncBgFairlock  = flag.Bool("uncontended-fairlock-background", true, "uncontended: also run fairlock with context.Background()")
 		cWorkers       = flag.Int("contended-workers", 16, "contended: workers (one client each)")
 		cHold          = flag.Duration("contended-hold", time.Millisecond, "contended: hold time")
@@ -115,6 +129,9 @@ func main() {
 		scalePer       = flag.Int("scale-per-name", 10, "scale: waiters per name in the many-names case")
 		scalePeers     = flag.String("scale-peers", "fairlock,naive", "scale: peers")
 		scalePeerMax   = flag.Int("scale-peer-max", 100, "scale, semaphore-drain: largest waiter count run for peers other than fairlock")
+		scaleIdle      = flag.String("scale-idle", "1,100,1000,10000", "scale: counts of held leases (one Locker, as many names) and of waiters (one Locker, one name) kept idle (empty: skip)")
+		scaleIdleDur   = flag.Duration("scale-idle-dur", 4*time.Second, "scale: idle window of each idle case (fairlock's default heartbeat is 1 s)")
+		scaleIdleWait  = flag.Duration("scale-idle-settle", 1500*time.Millisecond, "scale: wait after an idle case's setup, before its window, so that the window holds no setup work")
 		semCap         = flag.Int("sem-capacity", 4, "semaphore, semaphore-drain: capacity (every request takes 1 permit)")
 		semWorkers     = flag.Int("sem-workers", 16, "semaphore: workers (one client each)")
 		semHold        = flag.Duration("sem-hold", time.Millisecond, "semaphore: hold time")
@@ -122,6 +139,11 @@ func main() {
 		semDrain       = flag.String("sem-drain", "10,10000", "semaphore-drain: waiter counts on one semaphore")
 		semDrainPeers  = flag.String("sem-drain-peers", "fairlock", "semaphore-drain: peers (a spinner, which cannot say when all its waiters wait, sleeps 200 ms a round)")
 		semDrainGrants = flag.Int("sem-drain-grants", 1000, "semaphore-drain: a case of fewer waiters runs in rounds until it has made this many grants")
+		wWorkers       = flag.Int("weighted-workers", 16, "semaphore-weighted: workers (one client each): one big, the rest 1 permit")
+		wBig           = flag.Int("weighted-big", 4, "semaphore-weighted: permits of the big worker's requests (capacity: -sem-capacity)")
+		wDur           = flag.Duration("weighted-dur", 10*time.Second, "semaphore-weighted: duration per peer (hold: -sem-hold)")
+		tLayout        = flag.String("tenants", "13,1,1,1", "tenants: workers of each tenant (A, B, ...), one client each (capacity: -sem-capacity)")
+		tDur           = flag.Duration("tenants-dur", 10*time.Second, "tenants: duration per row (hold: -sem-hold)")
 		rwWorkers      = flag.Int("rw-workers", 16, "rwmutex: workers (one client each)")
 		rwReadPct      = flag.Int("rw-read-pct", 90, "rwmutex: share of cycles that read, in %, drawn per cycle")
 		rwSeed         = flag.Uint64("rw-seed", 1, "rwmutex: seed of each worker's draws (with its number)")
@@ -132,6 +154,7 @@ func main() {
 		reportOnly     = flag.Bool("report-only", false, "re-render results.md and chart.svg from results.json")
 		baseline       = flag.String("baseline", "", "results.json of an earlier run: fairlock's FIFO hand-off and largest drain must be no slower than there (within 50%)")
 		freeport       = flag.Bool("freeport", false, "print a free loopback TCP port and exit")
+		builtF         = flag.Bool("fairlock-built", false, "print yes if fairlock is built into this binary, else no, and exit")
 
 		child       = flag.Bool("child", false, "internal: worker process of contended-mp")
 		childW      = flag.Int("child-workers", 4, "internal")
@@ -139,6 +162,14 @@ func main() {
 		childName   = flag.String("child-name", "", "internal")
 	)
 	flag.Parse()
+	if *builtF {
+		if fairlockBuilt {
+			fmt.Println("yes")
+		} else {
+			fmt.Println("no")
+		}
+		return
+	}
 	if *freeport {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
@@ -243,11 +274,17 @@ func main() {
 				rows = append(rows, uncontendedRow{p: p, name: "fairlock (Background ctx)", background: true})
 			}
 		}
-		res.Uncontended = runUncontended(rows, e, mon, *uncDur, *uncRounds)
+		res.Uncontended = runUncontended(rows, e, mon, *uncDur, *uncRounds, *uncPool)
 		for _, r := range res.Uncontended {
-			logf("uncontended %-9s %7.0f cycles/s p50 %6.0f µs %s", r.Peer, r.CyclesPerSec, r.P50us, r.Note)
+			logf("uncontended %-9s %7.0f cycles/s p50 %6.0f µs (PING %.0f µs) %s", r.Peer, r.CyclesPerSec, r.P50us, r.LocalPingus, r.Note)
 		}
 		clean()
+		if *sideBySide != "" && peerNamed(peers, "fairlock") {
+			sb := runSideBySide(*sideBySide, *sideBySideTime)
+			res.SideBySide = &sb
+			logf("side-by-side (go test): fairlock/naive %.3f (fairlock %.0f, naive %.0f cycles/s; allocs/cycle %.1f vs %.1f; %d slices, ratio %.2f–%.2f) %s",
+				sb.Ratio, sb.FairlockCyclesPerSec, sb.NaiveCyclesPerSec, sb.FairlockAllocs, sb.NaiveAllocs, sb.Slices, sb.SliceRatioMin, sb.SliceRatioMax, sb.Note)
+		}
 		flush()
 	}
 	if scen["contended"] {
@@ -300,6 +337,32 @@ func main() {
 				run(*scaleNames, *scalePer, fmt.Sprintf("%dx%d", *scaleNames, *scalePer))
 			}
 		}
+		if idle := counts(*scaleIdle); len(idle) > 0 {
+			logIdle := func(r IdleResult) {
+				logf("scale idle %-9s %d %-7s %7.1f cmds/s, Redis CPU %.2f%% of a core, %.0f B/one in Redis, %.0f B/one client heap, setup %.0f ms %s",
+					r.Peer, r.Count, r.Case, r.CmdsPerS, r.CPUPct, r.MemPer, r.HeapPer, r.SetupMs, r.Note)
+				res.Idle = append(res.Idle, r)
+			}
+			logIdle(runIdleNone(mon, *scaleIdleDur))
+			for _, p := range peers {
+				if !sp[p.Name] {
+					continue
+				}
+				for _, n := range idle {
+					// A spinner's lease has no upkeep (nor renewal): only
+					// its waiters are worth the comparison.
+					if p.Name == "fairlock" {
+						logIdle(runIdleLeases(p, e, mon, n, *scaleIdleWait, *scaleIdleDur))
+						clean()
+					}
+					if p.Name == "fairlock" || n <= *scalePeerMax {
+						logIdle(runIdleWaiters(p, e, mon, n, *scaleIdleWait, *scaleIdleDur))
+						clean()
+					}
+				}
+			}
+		}
+		flush()
 	}
 	// The semaphore and read-write lock rows: for the peers that have both.
 	var kindPeers []peer
@@ -318,6 +381,43 @@ func main() {
 			res.Semaphore = append(res.Semaphore, r)
 			logKind(r)
 			clean()
+		}
+		flush()
+	}
+	if scen["semaphore-weighted"] {
+		for _, p := range kindPeers {
+			r := runWeighted(p, e, mon, *semCap, *wWorkers, *wBig, *semHold, *wDur)
+			res.Weighted = append(res.Weighted, r)
+			logKind(r)
+			if r.Big != nil {
+				logf("semaphore-weighted %-9s big worker (%d permits): %d grants, wait p99 %.1f ms; small workers: %.1f grants each, wait p99 %.1f ms", r.Peer, r.BigPermits, r.Big.Grants, r.Big.WaitP99us/1e3, r.SmallMeanGrants, r.Small.WaitP99us/1e3)
+			}
+			clean()
+		}
+		flush()
+	}
+	if scen["tenants"] {
+		layout := counts(*tLayout)
+		for _, p := range kindPeers {
+			rows := []struct {
+				name   string
+				groups bool
+			}{{p.Name, false}}
+			if p.Name == "fairlock" {
+				rows = []struct {
+					name   string
+					groups bool
+				}{{"fairlock (groups)", true}, {"fairlock (FIFO)", false}}
+			}
+			for _, row := range rows {
+				r := runTenants(p, row.name, row.groups, e, mon, *semCap, layout, *semHold, *tDur)
+				res.Tenants = append(res.Tenants, r)
+				logKind(r)
+				for _, t := range r.Tenants {
+					logf("tenants %-17s tenant %s (%2d workers): %6.0f grants/s, %5.1f%% of grants, wait p99 %6.1f ms", r.Peer, t.Name, t.Workers, t.GrantsPerSec, 100*t.Share, t.WaitP99us/1e3)
+				}
+				clean()
+			}
 		}
 		flush()
 	}
@@ -353,6 +453,46 @@ func main() {
 	}
 	flush()
 	logf("wrote %s/results.{json,md}, chart.svg", *out)
+	printTargets(os.Stdout, res.Targets)
+}
+
+// printTargets writes the targets, met or missed, one a line: the end of
+// run.sh's output.
+func printTargets(w io.Writer, ts []Target) {
+	met, na := 0, 0
+	for _, t := range ts {
+		if t.Met {
+			met++
+		}
+		if t.NA {
+			na++
+		}
+	}
+	fmt.Fprintf(w, "targets: %d of %d met", met, len(ts)-na)
+	if na > 0 {
+		fmt.Fprintf(w, ", %d not evaluated", na)
+	}
+	fmt.Fprintln(w)
+	for _, t := range ts {
+		mark := "MISSED"
+		switch {
+		case t.NA:
+			mark = "n/a   "
+		case t.Met:
+			mark = "met   "
+		}
+		fmt.Fprintf(w, "%s  %s: %s: %s\n", mark, t.Area, t.Target, t.Value)
+	}
+}
+
+// peerNamed tells whether peers has one called name.
+func peerNamed(peers []peer, name string) bool {
+	for _, p := range peers {
+		if p.Name == name {
+			return true
+		}
+	}
+	return false
 }
 
 // nameSet is the set of names in a comma-separated list.

@@ -5,11 +5,15 @@ package main
 import (
 	"context"
 	"sync/atomic"
+	"time"
 
 	"github.com/fairlock/fairlock/fairlock"
 	"github.com/fairlock/fairlock/scripts"
 	"github.com/redis/go-redis/v9"
 )
+
+// fairlockBuilt: this binary runs the fairlock peer.
+const fairlockBuilt = true
 
 type fairlockWorker struct {
 	cl *redis.Client
@@ -27,17 +31,26 @@ func (w *fairlockWorker) Lock(ctx context.Context, name string) (unlockFunc, err
 // Queued reports the live waiters on name (used to know when every waiter
 // of the scale scenario has been enqueued).
 func (w *fairlockWorker) Queued(ctx context.Context, name string) (int, error) {
-	st, err := w.l.Inspect(ctx, name)
-	return st.Waiters, err
+	st, err := w.l.Inspect(ctx, fairlock.LockMutex, name)
+	return st.Queued, err
 }
 
 func (w *fairlockWorker) Semaphore(ctx context.Context, name string, capacity, n int) (taken, error) {
+	return w.semaphore(ctx, name, capacity, n)
+}
+
+// SemaphoreGroup takes n permits for a request of group (WithGroup).
+func (w *fairlockWorker) SemaphoreGroup(ctx context.Context, name string, capacity, n int, group string) (taken, error) {
+	return w.semaphore(ctx, name, capacity, n, fairlock.WithGroup(group))
+}
+
+func (w *fairlockWorker) semaphore(ctx context.Context, name string, capacity, n int, opts ...fairlock.AcquireOption) (taken, error) {
 	s, err := w.l.Semaphore(name, capacity)
 	if err != nil {
 		return taken{}, err
 	}
 	var q queuedAt
-	lease, err := s.Acquire(ctx, n, fairlock.OnQueued(q.note))
+	lease, err := s.Acquire(ctx, n, append(opts, fairlock.OnQueued(q.note))...)
 	if err != nil {
 		return taken{}, err
 	}
@@ -63,13 +76,13 @@ func (w *fairlockWorker) RWLock(ctx context.Context, name string, write bool) (t
 
 // SemaphoreQueued reports the live waiters of the semaphore name.
 func (w *fairlockWorker) SemaphoreQueued(ctx context.Context, name string) (int, error) {
-	s, err := w.l.Semaphore(name, 1) // Inspect does not depend on the capacity
-	if err != nil {
-		return 0, err
-	}
-	st, err := s.Inspect(ctx)
-	return st.Waiters, err
+	st, err := w.l.Inspect(ctx, fairlock.LockSemaphore, name)
+	return st.Queued, err
 }
+
+// Heartbeat is the Locker's heartbeat period (the scale row's idle
+// windows span a few).
+func (w *fairlockWorker) Heartbeat() time.Duration { return w.l.Heartbeat() }
 
 // queuedAt is when OnQueued last said the call joined the queue: the reply
 // that says so has come back, so the waiter is in Redis's queue by then. A
@@ -85,7 +98,7 @@ func (w *fairlockWorker) Close() error {
 }
 
 func newFairlockWorker(e *env, c *counters) (*fairlockWorker, error) {
-	cl := newRedisClient(e.RedisAddr, c)
+	cl := e.client(c)
 	l, err := fairlock.New(cl, fairlock.WithLeaseTTL(e.LeaseTTL))
 	if err != nil {
 		cl.Close()
@@ -114,19 +127,19 @@ func fairlockPeer() peer {
 			}
 			return w, nil
 		},
-		KindSettings: "Locker.Semaphore(name, capacity).Acquire(ctx, n) and Locker.RWMutex(name).RLock/Lock, with OnQueued to note when the call joined the queue; the lease's Fence gives the grant order",
+		KindSettings: "Locker.Semaphore(name, capacity).Acquire(ctx, n) and Locker.RWMutex(name).RLock/Lock, with OnQueued to note when the call joined the queue; the lease's Fence gives the grant order; the tenants row's groups: Acquire(ctx, 1, WithGroup(tenant))",
 	}
 }
 
 func init() {
-	for name, src := range map[string]string{
-		"acquire": scripts.Acquire, "release": scripts.Release, "cancel": scripts.Cancel,
-		"extend": scripts.Extend, "heartbeat": scripts.Heartbeat, "inspect": scripts.Inspect,
-		"seed":            scripts.Seed,
-		"counted-acquire": scripts.CountedAcquire, "counted-release": scripts.CountedRelease,
-		"counted-cancel": scripts.CountedCancel, "counted-extend": scripts.CountedExtend,
-		"counted-heartbeat": scripts.CountedHeartbeat, "census": scripts.Census,
-	} {
-		nameScript(name, redis.NewScript(src))
+	// Each script by its file, the semaphore's and read-write lock's (the
+	// counted holder store) as "counted-<file>".
+	for prefix, set := range map[string]scripts.Set{"": scripts.Mutex, "counted-": scripts.Counted} {
+		for name, src := range map[string]string{
+			"acquire": set.Acquire, "release": set.Release, "cancel": set.Cancel, "extend": set.Extend,
+			"heartbeat": set.Heartbeat, "inspect": set.Snapshot, "force-release": set.ForceRelease, "seed": set.Seed,
+		} {
+			nameScript(prefix+name, redis.NewScript(src))
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -99,11 +100,22 @@ func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 }
 
 func newRedisClient(addr string, c *counters) *redis.Client {
-	cl := redis.NewClient(&redis.Options{Addr: addr})
+	return newRedisClientPool(addr, 0, c)
+}
+
+// newRedisClientPool is newRedisClient with a pool of poolSize connections
+// (0: go-redis's default, 10 per CPU).
+func newRedisClientPool(addr string, poolSize int, c *counters) *redis.Client {
+	cl := redis.NewClient(&redis.Options{Addr: addr, PoolSize: poolSize})
 	if c != nil {
 		cl.AddHook(countHook{c})
 	}
 	return cl
+}
+
+// client is a worker's client on the env's Redis, with its pool size.
+func (e *env) client(c *counters) *redis.Client {
+	return newRedisClientPool(e.RedisAddr, e.PoolSize, c)
 }
 
 // unlockFunc releases a lock obtained by worker.Lock.
@@ -134,13 +146,25 @@ type env struct {
 	EtcdEndpoint string
 	SpinDelay    time.Duration
 	LeaseTTL     time.Duration
+	// PoolSize is the go-redis pool size of each worker's client, 0 for
+	// go-redis's default (the uncontended row uses 1, as a plain loop does).
+	PoolSize int
 }
 
-func token() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
+// tokenBase and tokenSeq make the spinners' tokens: a random prefix per
+// process and a counter, unique as a random token is, and as cheap as
+// fairlock's own (its session and a sequence number), so that no peer
+// pays more for its token than another.
+var (
+	tokenBase = func() string {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		return hex.EncodeToString(b[:]) + ":"
+	}()
+	tokenSeq atomic.Uint64
+)
+
+func token() string { return tokenBase + strconv.FormatUint(tokenSeq.Add(1), 36) }
 
 // ---------------------------------------------------------------- naive
 
@@ -289,7 +313,7 @@ func allPeers() []peer {
 			Redis:      true,
 			Concurrent: true,
 			New: func(e *env, c *counters) (worker, error) {
-				cl := newRedisClient(e.RedisAddr, c)
+				cl := e.client(c)
 				return &redislockWorker{cl: cl, lc: redislock.New(cl), ttl: e.LeaseTTL, delay: e.SpinDelay}, nil
 			},
 		},
@@ -299,7 +323,7 @@ func allPeers() []peer {
 			Redis:      true,
 			Concurrent: true,
 			New: func(e *env, c *counters) (worker, error) {
-				cl := newRedisClient(e.RedisAddr, c)
+				cl := e.client(c)
 				return &redsyncWorker{cl: cl, rs: redsync.New(rsgoredis.NewPool(cl)), ttl: e.LeaseTTL, delay: e.SpinDelay}, nil
 			},
 		},
@@ -309,10 +333,10 @@ func allPeers() []peer {
 			Redis:      true,
 			Concurrent: true,
 			New: func(e *env, c *counters) (worker, error) {
-				return &naiveWorker{cl: newRedisClient(e.RedisAddr, c), ttl: e.LeaseTTL, delay: e.SpinDelay}, nil
+				return &naiveWorker{cl: e.client(c), ttl: e.LeaseTTL, delay: e.SpinDelay}, nil
 			},
 			Kinds: func(e *env, c *counters) (kindWorker, error) {
-				return &naiveKindWorker{cl: newRedisClient(e.RedisAddr, c), ttl: e.LeaseTTL, delay: e.SpinDelay}, nil
+				return &naiveKindWorker{cl: e.client(c), ttl: e.LeaseTTL, delay: e.SpinDelay}, nil
 			},
 			KindSettings: "semaphore: one Lua script (EVALSHA) drops expired holders from a sorted set member->deadline and admits if held+n <= capacity, else sleep spin and retry; release = ZREM. " +
 				"Read-write lock, not fair: a reader is admitted whenever no writer holds, a writer only when nobody holds (one script), else sleep spin and retry; release = ZREM (reader) or compare-and-delete (writer). Leases = lease",

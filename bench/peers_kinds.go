@@ -20,6 +20,14 @@ type kindWorker interface {
 	Close() error
 }
 
+// groupSemaphore is a kind worker whose semaphore shares its permits
+// fairly between groups (tenants) rather than between requests:
+// fairlock's WithGroup.
+type groupSemaphore interface {
+	// SemaphoreGroup is Semaphore for a request of group.
+	SemaphoreGroup(ctx context.Context, name string, capacity, n int, group string) (taken, error)
+}
+
 // semaphoreQueued is a kind worker that can count the live waiters of a
 // semaphore, as runScale's probe needs (fairlock's Inspect).
 type semaphoreQueued interface {

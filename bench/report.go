@@ -65,11 +65,16 @@ func evalTargets(res *Results) []Target {
 		ts = append(ts, Target{Area: area, Target: target, Value: value, Met: met})
 	}
 	// uncontended: issue 4 against the fastest peer, issue 9 against the
-	// naive spin lock, for both kinds of context
-	var naive *UncontendedResult
+	// naive spin lock, for both kinds of context; the fair-lock issue's
+	// 1.0× naive with a fresh deadline per call, here and in the plain loop
+	// (BenchmarkSideBySide), and the two in agreement.
+	var naive, fl *UncontendedResult
 	best, bestName := 0.0, ""
 	for i := range res.Uncontended {
 		u := &res.Uncontended[i]
+		if u.Peer == "fairlock" {
+			fl = u
+		}
 		if strings.HasPrefix(u.Peer, "fairlock") {
 			continue
 		}
@@ -85,19 +90,55 @@ func evalTargets(res *Results) []Target {
 			continue
 		}
 		variant := strings.TrimPrefix(u.Peer, "fairlock")
-		if variant == "" {
-			variant = " (deadline ctx)"
+		deadline := variant == ""
+		if deadline {
+			variant = " (deadline per call)"
 		}
 		if best > 0 {
 			add("Uncontended", "cycles/s ≥ 0.9× fastest peer"+variant,
 				fmt.Sprintf("%.0f vs %s %.0f = %.2f×", u.CyclesPerSec, bestName, best, u.CyclesPerSec/best), u.CyclesPerSec >= 0.9*best)
 		}
 		if naive != nil && naive.CyclesPerSec > 0 {
-			add("Uncontended", "cycles/s ≥ 0.9× naive"+variant,
-				fmt.Sprintf("%.0f vs %.0f = %.2f×", u.CyclesPerSec, naive.CyclesPerSec, u.CyclesPerSec/naive.CyclesPerSec), u.CyclesPerSec >= 0.9*naive.CyclesPerSec)
+			ratio := u.CyclesPerSec / naive.CyclesPerSec
+			if deadline {
+				add("Uncontended", "cycles/s ≥ 1.0× naive, a fresh deadline context per Acquire (bench)",
+					fmt.Sprintf("%.0f vs %.0f = %.3f× (cycle p50 %.0f vs %.0f µs at PING p50 %.0f vs %.0f µs%s)", u.CyclesPerSec, naive.CyclesPerSec, ratio, u.P50us, naive.P50us, u.LocalPingus, naive.LocalPingus, fastMode(&u, naive)), ratio >= 1.0)
+			} else {
+				add("Uncontended", "cycles/s ≥ 0.9× naive"+variant+" (naive: a deadline per call)",
+					fmt.Sprintf("%.0f vs %.0f = %.2f×", u.CyclesPerSec, naive.CyclesPerSec, ratio), ratio >= 0.9)
+			}
 			if naive.ServerCPUusPerCycle > 0 {
 				add("Uncontended", "Redis CPU per cycle ≤ 1.2× naive"+variant,
 					fmt.Sprintf("%.1f µs vs %.1f µs = %.2f×", u.ServerCPUusPerCycle, naive.ServerCPUusPerCycle, u.ServerCPUusPerCycle/naive.ServerCPUusPerCycle), u.ServerCPUusPerCycle <= 1.2*naive.ServerCPUusPerCycle)
+			}
+		}
+	}
+	if sb := res.SideBySide; sb != nil {
+		if sb.Ratio == 0 {
+			add("Uncontended", "cycles/s ≥ 1.0× naive, a fresh deadline context per Acquire (side-by-side go test)", "did not run: "+sb.Note, false)
+		} else {
+			add("Uncontended", "cycles/s ≥ 1.0× naive, a fresh deadline context per Acquire (side-by-side go test)",
+				fmt.Sprintf("%.0f vs %.0f = %.3f× (%d slice pairs, %.2f–%.2f; fast mode, p10 %.1f vs %.1f µs = %.3f×; allocs/cycle %.1f vs %.1f)", sb.FairlockCyclesPerSec, sb.NaiveCyclesPerSec, sb.Ratio, sb.Slices, sb.SliceRatioMin, sb.SliceRatioMax, sb.FairlockP10us, sb.NaiveP10us, sb.P10Ratio, sb.FairlockAllocs, sb.NaiveAllocs), sb.Ratio >= 1.0)
+			if fl != nil && naive != nil && naive.CyclesPerSec > 0 {
+				// Noise: the standard error of each harness's ratio over its
+				// turn pairs; they agree if they differ by at most twice that
+				// of the difference.
+				_, seBench, n := pairedRatio(fl.TurnRates, naive.TurnRates)
+				seSide := 0.0
+				if sb.Slices > 1 {
+					seSide = sb.SliceRatioSD / math.Sqrt(float64(sb.Slices))
+				}
+				benchRatio := fl.CyclesPerSec / naive.CyclesPerSec
+				diff, tol := math.Abs(benchRatio-sb.Ratio), 2*math.Hypot(seBench, seSide)
+				add("Uncontended", "bench and side-by-side ratios agree within noise (they differ by ≤ 2σ of the difference, σ from their turn pairs)",
+					fmt.Sprintf("%.3f vs %.3f: Δ %.3f, 2σ %.3f (bench %d turn pairs, side-by-side %d)", benchRatio, sb.Ratio, diff, tol, n, sb.Slices), diff <= tol)
+				if fl.P10us > 0 && sb.P10Ratio > 0 {
+					// The fast mode's ratio moves little between runs: a
+					// harness that changed what a cycle costs would show here.
+					p10 := naive.P10us / fl.P10us
+					add("Uncontended", "bench and side-by-side agree in the fast mode: p10 ratios within 0.05",
+						fmt.Sprintf("%.3f vs %.3f: Δ %.3f", p10, sb.P10Ratio, math.Abs(p10-sb.P10Ratio)), math.Abs(p10-sb.P10Ratio) <= 0.05)
+				}
 			}
 		}
 	}
@@ -134,16 +175,29 @@ func evalTargets(res *Results) []Target {
 			}
 		}
 		if bs != nil {
-			add(area, "grants/s ≥ 1.0× best spinning peer", fmt.Sprintf("%.0f vs %s %.0f = %.2f×", f.GrantsPerSec, bs.Peer, bs.GrantsPerSec, f.GrantsPerSec/bs.GrantsPerSec), f.GrantsPerSec >= bs.GrantsPerSec)
+			add(area, "grants/s ≥ 1.05× best spinning peer", fmt.Sprintf("%.0f vs %s %.0f = %.3f×", f.GrantsPerSec, bs.Peer, bs.GrantsPerSec, f.GrantsPerSec/bs.GrantsPerSec), f.GrantsPerSec >= 1.05*bs.GrantsPerSec)
 		}
 		if et := findContended(res, "etcd", v); et != nil && et.GrantsPerSec > 0 {
-			add(area, "grants/s ≥ 4× etcd", fmt.Sprintf("%.0f vs %.0f = %.1f×", f.GrantsPerSec, et.GrantsPerSec, f.GrantsPerSec/et.GrantsPerSec), f.GrantsPerSec >= 4*et.GrantsPerSec)
+			add(area, "grants/s ≥ 4.5× etcd", fmt.Sprintf("%.0f vs %.0f = %.2f×", f.GrantsPerSec, et.GrantsPerSec, f.GrantsPerSec/et.GrantsPerSec), f.GrantsPerSec >= 4.5*et.GrantsPerSec)
+		} else {
+			ts = append(ts, Target{Area: area, Target: "grants/s ≥ 4.5× etcd", Value: "etcd did not run (install etcd-server)", NA: true})
 		}
 		add(area, "lock busy ≥ 90%", fmt.Sprintf("%.1f%%", 100*f.Busy), f.Busy >= 0.9)
+		// Judged against the PING just before the run, as issue 4's target
+		// was: one sampled during the run carries the run's own scheduling
+		// delays (16 workers and Redis on two cores), which would excuse
+		// the hand-off's. Both are shown, and the limit section's.
+		pingNote := ""
+		if f.RunPingus > 0 {
+			pingNote += fmt.Sprintf("; PING sampled during the run %.0f µs = %.2f×", f.RunPingus, f.GapP50us/f.RunPingus)
+		}
+		if r := rtt(res); !math.IsNaN(r) {
+			pingNote += fmt.Sprintf("; limit section's PING %.0f µs = %.2f×", r, f.GapP50us/r)
+		}
 		if r := f.LocalPingus; r > 0 {
-			add(area, "hand-off gap p50 ≤ 2× PING", fmt.Sprintf("%.0f µs = %.2f× PING %.0f µs (measured just before; limit section: %.0f µs)", f.GapP50us, f.GapP50us/r, r, rtt(res)), f.GapP50us <= 2*r)
+			add(area, "hand-off gap p50 ≤ 1.3× PING", fmt.Sprintf("%.0f µs = %.2f× PING %.0f µs (measured just before%s)", f.GapP50us, f.GapP50us/r, r, pingNote), f.GapP50us <= 1.3*r)
 		} else if r := rtt(res); !math.IsNaN(r) {
-			add(area, "hand-off gap p50 ≤ 2× PING", fmt.Sprintf("%.0f µs = %.2f× PING %.0f µs", f.GapP50us, f.GapP50us/r, r), f.GapP50us <= 2*r)
+			add(area, "hand-off gap p50 ≤ 1.3× PING", fmt.Sprintf("%.0f µs = %.2f× PING %.0f µs (limit section%s)", f.GapP50us, f.GapP50us/r, r, pingNote), f.GapP50us <= 1.3*r)
 		}
 		if lowP99 != nil {
 			add(area, "wait p99 ≤ 1/10 of best spinning peer", fmt.Sprintf("%.2f ms vs %s %.1f ms = 1/%.1f", f.WaitP99us/1e3, lowP99.Peer, lowP99.WaitP99us/1e3, lowP99.WaitP99us/f.WaitP99us), f.WaitP99us*10 <= lowP99.WaitP99us)
@@ -225,7 +279,40 @@ func evalTargets(res *Results) []Target {
 			add("Scale", s.Case+": every waiter granted", fmt.Sprintf("%d of %d %s", s.Granted, s.Waiters, s.Note), false)
 		}
 	}
+	ts = append(ts, idleTargets(res)...)
 	return append(ts, kindTargets(res)...)
+}
+
+// idleTargets are the scale row's idle targets: one Locker holding 10,000
+// leases, and 10,000 waiters on one name, while nothing happens.
+func idleTargets(res *Results) []Target {
+	var ts []Target
+	add := func(area, target, value string, met bool) {
+		ts = append(ts, Target{Area: area, Target: target, Value: value, Met: met})
+	}
+	base := ""
+	for _, r := range res.Idle {
+		if r.Case == "none" {
+			base = fmt.Sprintf("; Redis alone: %.2f%%, %.1f cmds/s", r.CPUPct, r.CmdsPerS)
+		}
+	}
+	for _, r := range res.Idle {
+		if r.Peer != "fairlock" || r.Count != 10000 {
+			continue
+		}
+		area := "Scale, idle"
+		detail := fmt.Sprintf(" (window %.1f s, heartbeat %s%s)", r.WindowS, r.Heartbeat, base)
+		switch {
+		case r.Note != "":
+			add(area, fmt.Sprintf("10000 %s: no errors", r.Case), r.Note, false)
+		case r.Case == "leases":
+			add(area, "one Locker holding 10000 leases: Redis CPU ≤ 1% of a core", fmt.Sprintf("%.2f%%%s", r.CPUPct, detail), r.CPUPct <= 1)
+			add(area, "one Locker holding 10000 leases: ≤ 1000 Redis commands/s", fmt.Sprintf("%.1f/s%s", r.CmdsPerS, detail), r.CmdsPerS <= 1000)
+		case r.Case == "waiters":
+			add(area, "10000 waiters on one name: Redis CPU ≤ 2% of a core", fmt.Sprintf("%.2f%% (%.1f cmds/s)%s", r.CPUPct, r.CmdsPerS, detail), r.CPUPct <= 2)
+		}
+	}
+	return ts
 }
 
 // callLines writes a row's per-command counts per grant: Redis's, the
@@ -280,11 +367,34 @@ func markdown(res *Results) string {
 				fl = u.CyclesPerSec
 			}
 		}
-		p("## 1. Uncontended acquire+release, one client per peer, a context with a deadline (as callers pass) unless the note says otherwise; the peers take turns (-uncontended-rounds), so drift in the machine's load falls on all alike\n\n| peer | cycles/s | fl÷peer | p50 | p99 | round trips/cycle | Redis cmds/cycle | server CPU/cycle | note |\n|---|---|---|---|---|---|---|---|---|\n")
+		ctxText := "a fresh context with a deadline for each call, cancelled when it returns (as a plain loop passes them)"
+		if res.Uncontended[0].Context == "" {
+			ctxText = "one context with a deadline for each turn (a run from before the fresh contexts)"
+		}
+		p("## 1. Uncontended acquire+release, one client per peer (go-redis PoolSize %s), %s, unless the note says otherwise; the peers take turns (-uncontended-rounds), so drift in the machine's load falls on all alike\n\n| peer | cycles/s | fl÷peer | p10 | p50 | p99 | turns: cycles/s min–max | round trips/cycle | Redis cmds/cycle | server CPU/cycle | note |\n|---|---|---|---|---|---|---|---|---|---|---|\n", poolName(res.Uncontended[0].PoolSize), ctxText)
 		for _, u := range res.Uncontended {
-			p("| %s | %.0f | %s | %.0f µs%s | %.0f µs%s | %s | %s | %.1f µs | %s |\n", u.Peer, u.CyclesPerSec, ratio(fl, u.CyclesPerSec), u.P50us, xl(res, u.LocalPingus, u.P50us), u.P99us, xl(res, u.LocalPingus, u.P99us), rtCell(u.Peer, u.RoundTripsPerCycle), redisOnly(u.Peer, u.ServerCmdsPerCycle), u.ServerCPUusPerCycle, u.Note)
+			lo, hi := minMax(u.TurnRates)
+			p("| %s | %.0f | %s | %.1f µs | %.0f µs%s | %.0f µs%s | %.0f–%.0f | %s | %s | %.1f µs | %s |\n", u.Peer, u.CyclesPerSec, ratio(fl, u.CyclesPerSec), u.P10us, u.P50us, xl(res, u.LocalPingus, u.P50us), u.P99us, xl(res, u.LocalPingus, u.P99us), lo, hi, rtCell(u.Peer, u.RoundTripsPerCycle), redisOnly(u.Peer, u.ServerCmdsPerCycle), u.ServerCPUusPerCycle, u.Note)
+		}
+		p("\nOn this VM a cycle runs in one of two modes whose mix moves from second to second: CPU-bound (PING ≈ 8 µs, where the locks' costs show) and bound by the wake-up of the other vCPU (PING ≈ 60 µs, where every peer takes about 2 PINGs a cycle and the ratios fall near 1). p10 is the fast mode alone; the PING before each row is in the × figures.\n")
+		p("\n")
+		for _, u := range res.Uncontended {
+			if len(u.Cmdstats) > 0 {
+				p("- %s Redis commands per cycle (µs per call): %s\n", u.Peer, perCycleLine(u.Cmdstats, u.UsecPer))
+			}
 		}
 		p("\n")
+	}
+	if sb := res.SideBySide; sb != nil {
+		p("### The plain loop: BenchmarkSideBySide (../fairlock/sidebyside_test.go), run right after\n\n")
+		if sb.Ratio == 0 {
+			p("Did not run: %s\n\n", sb.Note)
+		} else {
+			p("naive and fairlock in one process, on a redis-server of its own, taking turns in slices of 300 ms; each on its own client with PoolSize 1, a fresh context.WithTimeout per call.\n\n")
+			p("| peer | cycles/s | p10 | p50 | allocs/cycle | B/cycle | Redis CPU/cycle |\n|---|---|---|---|---|---|---|\n")
+			p("| naive | %.0f | %.1f µs | %.1f µs | %.1f | %.0f | %.1f µs |\n| fairlock | %.0f | %.1f µs | %.1f µs | %.1f | %.0f | %.1f µs |\n\n", sb.NaiveCyclesPerSec, sb.NaiveP10us, sb.NaiveP50us, sb.NaiveAllocs, sb.NaiveBytes, sb.NaiveRedisus, sb.FairlockCyclesPerSec, sb.FairlockP10us, sb.FairlockP50us, sb.FairlockAllocs, sb.FairlockBytes, sb.FairlockRedisus)
+			p("fairlock/naive %.3f over %d slice pairs (per pair: min %.2f, median %.2f, max %.2f, sd %.3f); in the fast mode (p10) %.3f. Command: `%s`\n\n", sb.Ratio, sb.Slices, sb.SliceRatioMin, sb.SliceRatioMedian, sb.SliceRatioMax, sb.SliceRatioSD, sb.P10Ratio, sb.Command)
+		}
 	}
 	vs := []string{}
 	seen := map[string]bool{}
@@ -309,7 +419,7 @@ func markdown(res *Results) string {
 			}
 		}
 		p("## 2. Contended: %d workers (%d process(es) × %d), one name, hold %.0f ms, %.0f s\n\n", any.Workers, any.Procs, any.Workers/max(any.Procs, 1), any.HoldMs, any.DurationS)
-		p("| peer | grants/s | fl÷peer | busy | Jain (min/max) | back to releaser | wait p50 | wait p99 | wait max | hand-off gap p50 | gap p99 | gap max (>5 ms) | RT/grant | Redis cmds/grant | server CPU/grant | overlaps | PING p50 before | errors |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		p("| peer | grants/s | fl÷peer | busy | Jain (min/max) | back to releaser | wait p50 | wait p99 | wait max | hand-off gap p50 | gap p99 | gap max (>5 ms) | RT/grant | Redis cmds/grant | server CPU/grant | overlaps | PING p50 before / during | errors |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 		for _, c := range res.Contended {
 			if c.Variant != v {
 				continue
@@ -322,11 +432,11 @@ func markdown(res *Results) string {
 			if c.Note != "" {
 				errs += " " + c.Note
 			}
-			p("| %s | %.0f | %s | %.1f%% | %.4f (%d/%d) | %.1f%% | %.2f ms%s | %.2f ms%s | %.1f ms%s | %.0f µs%s | %.0f µs%s | %.1f ms (%d) | %s | %s | %.1f µs | %d | %.0f µs | %s |\n",
+			p("| %s | %.0f | %s | %.1f%% | %.4f (%d/%d) | %.1f%% | %.2f ms%s | %.2f ms%s | %.1f ms%s | %.0f µs%s | %.0f µs%s | %.1f ms (%d) | %s | %s | %.1f µs | %d | %.0f / %.0f µs | %s |\n",
 				c.Peer, c.GrantsPerSec, fr, 100*c.Busy, c.Jain, c.MinGrants, c.MaxGrants, c.BargingPct,
 				c.WaitP50us/1e3, xl(res, c.LocalPingus, c.WaitP50us), c.WaitP99us/1e3, xl(res, c.LocalPingus, c.WaitP99us), c.WaitMaxus/1e3, xl(res, c.LocalPingus, c.WaitMaxus),
 				c.GapP50us, xl(res, c.LocalPingus, c.GapP50us), c.GapP99us, xl(res, c.LocalPingus, c.GapP99us), c.GapMaxus/1e3, c.GapsOver5ms,
-				rtCell(c.Peer, c.RoundTripsPerGrant), redisOnly(c.Peer, c.ServerCmdsPerGrant), c.ServerCPUusPerGrant, c.Overlaps+c.OverlapsAtomic, c.LocalPingus, errs)
+				rtCell(c.Peer, c.RoundTripsPerGrant), redisOnly(c.Peer, c.ServerCmdsPerGrant), c.ServerCPUusPerGrant, c.Overlaps+c.OverlapsAtomic, c.LocalPingus, c.RunPingus, errs)
 		}
 		p("\n")
 		for _, c := range res.Contended {
@@ -361,18 +471,36 @@ func markdown(res *Results) string {
 		}
 		p("\n")
 	}
+	if len(res.Idle) > 0 {
+		p("## 4b. Scale, idle: leases held by one Locker (one name each) and waiters of one Locker on one name (behind another client's lease), kept while nothing is acquired or released; measured over a window after the setup and a settling wait\n\n")
+		p("| peer | case | count | heartbeat | setup | window | Redis cmds/s | Redis CPU (%% of a core) | client RT/s | Redis used_memory per one | client heap per one | client stack per one | Redis commands/s | note |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, r := range res.Idle {
+			p("| %s | %s | %d | %s | %.0f ms | %.1f s | %.1f | %.3f%% | %.1f | %.0f B | %.0f B | %.0f B | %s | %s |\n", r.Peer, r.Case, r.Count, orNA(r.Heartbeat), r.SetupMs, r.WindowS, r.CmdsPerS, r.CPUPct, r.RTPerS, r.MemPer, r.HeapPer, r.StackPer, perSecLine(r.Cmdstats), r.Note)
+		}
+		p("\nThe \"none\" row is Redis with no client: its own background work, in every other row too. A waiters row includes the holder's upkeep (one lease). Memory per one is the delta over the setup divided by the count; the client's stack is the waiting goroutines' (one per waiter).\n\n")
+	}
 	kindTables(&b, res)
 	if len(res.Targets) > 0 {
-		met := 0
+		met, na := 0, 0
 		for _, t := range res.Targets {
 			if t.Met {
 				met++
 			}
+			if t.NA {
+				na++
+			}
 		}
-		p("## Targets (issues 4, 9 and 10): %d of %d met\n\n| area | target | fairlock | met |\n|---|---|---|---|\n", met, len(res.Targets))
+		p("## Targets (issues 4, 9, 10, the fair-lock issue's and fair share's): %d of %d met", met, len(res.Targets)-na)
+		if na > 0 {
+			p(", %d not evaluated", na)
+		}
+		p("\n\n| area | target | fairlock | met |\n|---|---|---|---|\n")
 		for _, t := range res.Targets {
 			mark := "**missed**"
-			if t.Met {
+			switch {
+			case t.NA:
+				mark = "n/a"
+			case t.Met:
 				mark = "met"
 			}
 			p("| %s | %s | %s | %s |\n", t.Area, t.Target, t.Value, mark)
@@ -385,6 +513,73 @@ func markdown(res *Results) string {
 	}
 	p("\n![chart](chart.svg)\n\nCommand: `bench/run.sh %s`\n", strings.Join(m.Args, " "))
 	return b.String()
+}
+
+// perCycleLine lists commands per cycle and Redis's µs per call of each,
+// most frequent first.
+func perCycleLine(per, usec map[string]float64) string {
+	keys := make([]string, 0, len(per))
+	for k := range per {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return per[keys[i]] > per[keys[j]] || per[keys[i]] == per[keys[j]] && keys[i] < keys[j]
+	})
+	var parts []string
+	for _, k := range keys {
+		if per[k] < 0.01 {
+			continue
+		}
+		parts = append(parts, fmt.Sprintf("%s %.2f (%.2f µs)", k, per[k], usec[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// perSecLine lists commands per second, most frequent first, the top 6.
+func perSecLine(per map[string]float64) string {
+	keys := make([]string, 0, len(per))
+	for k := range per {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		return per[keys[i]] > per[keys[j]] || per[keys[i]] == per[keys[j]] && keys[i] < keys[j]
+	})
+	var parts []string
+	for i, k := range keys {
+		if i == 6 {
+			break
+		}
+		parts = append(parts, fmt.Sprintf("%s %.1f", k, per[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// fastMode compares the p10 cycles of two uncontended rows: the fast mode
+// of this VM alone (see UncontendedResult.P10us).
+func fastMode(u, naive *UncontendedResult) string {
+	if u.P10us == 0 || naive.P10us == 0 {
+		return ""
+	}
+	return fmt.Sprintf("; fast mode, p10 %.1f vs %.1f µs = %.3f×", u.P10us, naive.P10us, naive.P10us/u.P10us)
+}
+
+func minMax(xs []float64) (lo, hi float64) {
+	for i, x := range xs {
+		if i == 0 || x < lo {
+			lo = x
+		}
+		if i == 0 || x > hi {
+			hi = x
+		}
+	}
+	return lo, hi
+}
+
+func poolName(n int) string {
+	if n == 0 {
+		return "default"
+	}
+	return fmt.Sprint(n)
 }
 
 func orNA(s string) string {

@@ -2,8 +2,18 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strings"
 )
+
+// tenantLayout is "A 13, B 1, ..." of a tenants row.
+func tenantLayout(r KindResult) string {
+	var parts []string
+	for _, t := range r.Tenants {
+		parts = append(parts, fmt.Sprintf("%s %d", t.Name, t.Workers))
+	}
+	return strings.Join(parts, ", ")
+}
 
 // kindRow returns the row of peer that ran (made grants), or nil.
 func kindRow(rows []KindResult, peer string) *KindResult {
@@ -73,6 +83,50 @@ func kindTables(b *strings.Builder, res *Results) {
 		}
 		p("\n")
 	}
+	if rows := res.Weighted; len(rows) > 0 {
+		var fl float64
+		if f := kindRow(rows, "fairlock"); f != nil {
+			fl = f.GrantsPerSec
+		}
+		r0 := ranRow(rows)
+		p("## 6b. Weighted semaphore: capacity %d, %d workers, each on its own client, one name; worker 0 asks for %d permits, the others for 1; hold %.0f ms, %.0f s\n\n", r0.Capacity, r0.Workers, r0.BigPermits, r0.HoldMs, r0.DurationS)
+		p("| peer | grants/s | fl÷peer | permits in use | big worker's grants | a small worker's (mean) | big ÷ small | big's wait p50 | big's wait p99 | small's wait p99 | broke FIFO order (of checkable) | over capacity | Redis cmds/grant | server CPU/grant | PING p50 before | errors |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, r := range rows {
+			bg, sm := grantFigures{}, grantFigures{}
+			if r.Big != nil {
+				bg, sm = *r.Big, *r.Small
+			}
+			p("| %s | %.0f | %s | %.1f%% | %d | %.1f | %s | %.2f ms%s | %.2f ms%s | %.2f ms%s | %s | %d | %.2f | %.1f µs | %.0f µs | %s |\n",
+				r.Peer, r.GrantsPerSec, ratio(fl, r.GrantsPerSec), 100*r.InUse, bg.Grants, r.SmallMeanGrants, ratio(float64(bg.Grants), r.SmallMeanGrants),
+				bg.WaitP50us/1e3, xl(res, r.LocalPingus, bg.WaitP50us), bg.WaitP99us/1e3, xl(res, r.LocalPingus, bg.WaitP99us), sm.WaitP99us/1e3, xl(res, r.LocalPingus, sm.WaitP99us),
+				order(r), r.OverCapacity+r.OverCapacityAtomic, r.ServerCmdsPerGrant, r.ServerCPUusPerGrant, r.LocalPingus, errCell(r))
+		}
+		p("\nA FIFO semaphore grants the big request when it reaches the head and its permits are free, and grants nothing behind it meanwhile; a spinner grants the big request only when it happens to try while every permit is free.\n\n")
+		for _, r := range rows {
+			callLines(b, r.Peer, r.runDetail, r.GrantsTotal)
+		}
+		p("\n")
+	}
+	if rows := res.Tenants; len(rows) > 0 {
+		r0 := ranRow(rows)
+		p("## 6c. Tenants: capacity %d, %d workers, each on its own client, in tenants %s; every request 1 permit, hold %.0f ms, %.0f s per row; fairlock with groups (WithGroup(tenant)), plain FIFO fairlock, and the spinning semaphore\n\n", r0.Capacity, r0.Workers, tenantLayout(r0), r0.HoldMs, r0.DurationS)
+		p("| row | total grants/s | permits in use | tenant | workers | grants/s | share of grants | ÷ even share | wait p50 | wait p99 |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, r := range rows {
+			for i, t := range r.Tenants {
+				row, total, inUse := "", "", ""
+				if i == 0 {
+					row, total, inUse = r.Peer, fmt.Sprintf("%.0f", r.GrantsPerSec), fmt.Sprintf("%.1f%%", 100*r.InUse)
+				}
+				p("| %s | %s | %s | %s | %d | %.0f | %.1f%% | %.2f | %.2f ms%s | %.2f ms%s |\n", row, total, inUse, t.Name, t.Workers, t.GrantsPerSec, 100*t.Share, t.Share/math.Max(t.FairShare, 1e-9),
+					t.WaitP50us/1e3, xl(res, r.LocalPingus, t.WaitP50us), t.WaitP99us/1e3, xl(res, r.LocalPingus, t.WaitP99us))
+			}
+		}
+		p("\nA tenant with one worker asks again right after its release; under plain FIFO each request gets a turn, so a tenant's share follows its workers. With groups, a freed permit goes to the waiting group that holds the fewest permits, the one served least recently among equals.\n\n")
+		for _, r := range rows {
+			callLines(b, r.Peer, r.runDetail, r.GrantsTotal)
+		}
+		p("\n")
+	}
 	if rows := res.RWMutex; len(rows) > 0 {
 		var fl float64
 		if f := kindRow(rows, "fairlock"); f != nil && f.Readers != nil {
@@ -132,7 +186,7 @@ func kindTargets(res *Results) []Target {
 	if f := kindRow(res.Semaphore, "fairlock"); f != nil {
 		area := kindArea(*f)
 		if sp := spinnerRow(res.Semaphore); sp != nil {
-			add(area, "grants/s ≥ 1.0× the spinning baseline", fmt.Sprintf("%.0f vs %s %.0f = %.2f×", f.GrantsPerSec, sp.Peer, sp.GrantsPerSec, f.GrantsPerSec/sp.GrantsPerSec), f.GrantsPerSec >= sp.GrantsPerSec)
+			add(area, "grants/s ≥ 1.1× the spinning semaphore (sleeps 1 ms)", fmt.Sprintf("%.0f vs %s %.0f = %.3f×", f.GrantsPerSec, sp.Peer, sp.GrantsPerSec, f.GrantsPerSec/sp.GrantsPerSec), f.GrantsPerSec >= 1.1*sp.GrantsPerSec)
 		}
 		add(area, "Jain's index ≥ 0.999", fmt.Sprintf("%.5f (min %d / max %d grants)", f.Jain, f.MinGrants, f.MaxGrants), f.Jain >= 0.999)
 		order(area, f)
@@ -150,12 +204,56 @@ func kindTargets(res *Results) []Target {
 			vs = fmt.Sprintf("; spinning %s: p99 %.1f ms, max %.1f ms", sp.Peer, sp.Writers.WaitP99us/1e3, sp.Writers.WaitMaxus/1e3)
 			passed = fmt.Sprintf(" (spinning %s: %d)", sp.Peer, sp.PassedWriter)
 		}
+		if sp := spinnerRow(res.RWMutex); sp != nil && sp.Readers != nil && sp.Readers.GrantsPerSec > 0 {
+			add(area, "reader grants/s ≥ 1.1× the spinning read-write lock", fmt.Sprintf("%.0f vs %s %.0f = %.3f×", f.Readers.GrantsPerSec, sp.Peer, sp.Readers.GrantsPerSec, f.Readers.GrantsPerSec/sp.Readers.GrantsPerSec), f.Readers.GrantsPerSec >= 1.1*sp.Readers.GrantsPerSec)
+			if sp.Writers.WaitP99us > 0 {
+				add(area, "writers' wait p99 ≤ 0.1× the spinning read-write lock's", fmt.Sprintf("%.2f ms vs %s %.1f ms = %.3f×", w.WaitP99us/1e3, sp.Peer, sp.Writers.WaitP99us/1e3, w.WaitP99us/sp.Writers.WaitP99us), w.WaitP99us <= 0.1*sp.Writers.WaitP99us)
+			}
+		}
 		add(area, "writers' wait bounded by the requests ahead: max ≤ 1.5 × workers × (hold + writer hand-off)",
 			fmt.Sprintf("max %.2f ms, p99 %.2f ms vs bound %.2f ms (hold %.0f µs measured, hand-off = writer gap p50 %.0f µs)%s", w.WaitMaxus/1e3, w.WaitP99us/1e3, bound/1e3, f.HoldMeanus, f.WriterGapP50us, vs), w.WaitMaxus <= bound)
 		add(area, "no reader granted ahead of a writer waiting since before it was called", fmt.Sprintf("%d%s", f.PassedWriter, passed), f.PassedWriter == 0)
 		order(area, f)
 		add(area, "zero overlaps of a writer with anyone", fmt.Sprintf("%d (interval check), %d (in-process counter)", f.OverCapacity, f.OverCapacityAtomic), f.OverCapacity == 0 && f.OverCapacityAtomic == 0)
 		noErrors(area, f)
+	}
+	if f := kindRow(res.Weighted, "fairlock"); f != nil && f.Big != nil {
+		area := kindArea(*f)
+		if sp := spinnerRow(res.Weighted); sp != nil {
+			add(area, "grants/s ≥ 0.9× the spinning semaphore", fmt.Sprintf("%.0f vs %s %.0f = %.3f× (the spinner's big worker: %d grants)", f.GrantsPerSec, sp.Peer, sp.GrantsPerSec, f.GrantsPerSec/sp.GrantsPerSec, bigGrants(sp)), f.GrantsPerSec >= 0.9*sp.GrantsPerSec)
+		}
+		add(area, fmt.Sprintf("the big worker's grants (%d permits each) ≥ 0.9× a small worker's mean", f.BigPermits),
+			fmt.Sprintf("%d vs %.1f = %.3f×", f.Big.Grants, f.SmallMeanGrants, float64(f.Big.Grants)/math.Max(f.SmallMeanGrants, 1e-9)), float64(f.Big.Grants) >= 0.9*f.SmallMeanGrants)
+		order(area, f)
+		add(area, "zero over-capacity moments", fmt.Sprintf("%d (interval check), %d (in-process counter)", f.OverCapacity, f.OverCapacityAtomic), f.OverCapacity == 0 && f.OverCapacityAtomic == 0)
+		noErrors(area, f)
+	}
+	if g, fifo := tenantRow(res.Tenants, true), tenantRow(res.Tenants, false); g != nil {
+		area := kindArea(*g)
+		quarter := 1 / float64(len(g.Tenants))
+		for _, t := range g.Tenants {
+			if t.Workers != 1 {
+				continue
+			}
+			others := ""
+			for _, o := range res.Tenants {
+				if o.Peer == g.Peer {
+					continue
+				}
+				for _, ot := range o.Tenants {
+					if ot.Name == t.Name {
+						others += fmt.Sprintf("; %s: %.1f%%", o.Peer, 100*ot.Share)
+					}
+				}
+			}
+			add(area, fmt.Sprintf("tenant %s (1 worker) gets ≥ 0.8× an even share (1/%d) of all grants, with groups", t.Name, len(g.Tenants)),
+				fmt.Sprintf("%.1f%% of %d grants = %.3f× of %.1f%% (%.0f grants/s, wait p50 %.2f ms, p99 %.2f ms%s)", 100*t.Share, g.Grants, t.Share/quarter, 100*quarter, t.GrantsPerSec, t.WaitP50us/1e3, t.WaitP99us/1e3, others), t.Share >= 0.8*quarter)
+		}
+		if fifo != nil && fifo.GrantsPerSec > 0 {
+			add(area, "total grants/s with groups ≥ 0.95× plain FIFO's", fmt.Sprintf("%.0f vs %.0f = %.3f×", g.GrantsPerSec, fifo.GrantsPerSec, g.GrantsPerSec/fifo.GrantsPerSec), g.GrantsPerSec >= 0.95*fifo.GrantsPerSec)
+		}
+		add(area, "zero over-capacity moments", fmt.Sprintf("%d (interval check), %d (in-process counter)", g.OverCapacity, g.OverCapacityAtomic), g.OverCapacity == 0 && g.OverCapacityAtomic == 0)
+		noErrors(area, g)
 	}
 	var small, big *ScaleResult
 	for i := range res.SemaphoreDrain {
@@ -184,10 +282,35 @@ func kindTargets(res *Results) []Target {
 	return ts
 }
 
+// bigGrants is the big worker's grants of a weighted row, 0 if none.
+func bigGrants(r *KindResult) int {
+	if r.Big == nil {
+		return 0
+	}
+	return r.Big.Grants
+}
+
+// tenantRow is the fairlock row of the tenants scenario, with groups or
+// plain FIFO, that ran; nil if none did.
+func tenantRow(rows []KindResult, groups bool) *KindResult {
+	for i := range rows {
+		r := &rows[i]
+		if strings.HasPrefix(r.Peer, "fairlock") && r.Groups == groups && r.GrantsTotal > 0 {
+			return r
+		}
+	}
+	return nil
+}
+
 // kindArea names a kind row in the targets.
 func kindArea(r KindResult) string {
-	if r.Kind == "semaphore" {
+	switch r.Kind {
+	case "semaphore":
 		return fmt.Sprintf("Semaphore (capacity %d, %d workers)", r.Capacity, r.Workers)
+	case "weighted":
+		return fmt.Sprintf("Weighted semaphore (capacity %d, 1 worker × %d permits, %d × 1)", r.Capacity, r.BigPermits, r.Workers-1)
+	case "tenants":
+		return fmt.Sprintf("Tenants (capacity %d, %s workers)", r.Capacity, tenantLayout(r))
 	}
 	return fmt.Sprintf("RWMutex (%d workers, %d%% reads)", r.Workers, r.ReadPct)
 }

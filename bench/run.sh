@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs the whole benchmark: starts its own redis-server (and etcd, if
-# installed) on free loopback ports, runs every scenario, writes
-# results/results.{md,json} and results/chart.svg, and stops the servers.
+# installed) on free loopback ports, runs every scenario (and, after the
+# uncontended row, ../fairlock's BenchmarkSideBySide), writes
+# results/results.{md,json} and results/chart.svg, stops the servers, and
+# prints every target, met or missed, at the end of stdout.
 # Extra arguments are passed to the benchmark program (see `bin/bench -h`).
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -14,6 +16,16 @@ if [ -z "${BENCH_NOBUILD:-}" ]; then # BENCH_NOBUILD=1: use the bin/bench alread
 		TAGS=nofairlock
 	fi
 	go build -tags "$TAGS" -o bin/bench .
+	# The plain loop of ../fairlock/sidebyside_test.go, which the bench runs
+	# right after its uncontended row.
+	rm -f bin/fairlock.test
+	if [ "$TAGS" = fairlock ] && ! (cd .. && go test -c -o bench/bin/fairlock.test ./fairlock/); then
+		echo "run.sh: the fairlock tests do not build; the side-by-side benchmark is reported as not run" >&2
+	fi
+fi
+SIDE_ARGS=()
+if [ "$(bin/bench -fairlock-built)" = yes ]; then
+	SIDE_ARGS=(-sidebyside bin/fairlock.test)
 fi
 
 if ! command -v redis-server >/dev/null; then
@@ -70,4 +82,5 @@ if [ -f results/results.json ]; then
 	BASE_ARGS=(-baseline "$WORK/baseline.json")
 fi
 
-bin/bench -redis "127.0.0.1:$RPORT" "${ETCD_ARGS[@]}" "${BASE_ARGS[@]}" -out results "$@"
+# The targets, met or missed, are the last lines of stdout.
+bin/bench -redis "127.0.0.1:$RPORT" "${ETCD_ARGS[@]}" "${BASE_ARGS[@]}" "${SIDE_ARGS[@]}" -out results "$@"

@@ -137,21 +137,38 @@ func runLimit(e *env, dur time.Duration) (LimitResult, error) {
 // ---------------------------------------------------------------- uncontended
 
 type UncontendedResult struct {
-	Peer                string  `json:"peer"`
-	Cycles              int     `json:"cycles"`
-	CyclesPerSec        float64 `json:"cycles_per_s"`
+	Peer         string  `json:"peer"`
+	Cycles       int     `json:"cycles"`
+	CyclesPerSec float64 `json:"cycles_per_s"`
+	// P10us is the fast end of the cycle's latency: on this VM the cycles
+	// fall in two modes, CPU-bound (PING ≈ 8 µs) and wake-up-bound (PING
+	// ≈ 60 µs), whose mix moves from second to second; the p10 is the
+	// cost of a cycle in the fast mode alone.
+	P10us               float64 `json:"p10_us"`
 	P50us               float64 `json:"p50_us"`
 	P99us               float64 `json:"p99_us"`
 	RoundTripsPerCycle  float64 `json:"round_trips_per_cycle"`
 	ServerCmdsPerCycle  float64 `json:"server_cmds_per_cycle"`
 	ServerCPUusPerCycle float64 `json:"server_cpu_us_per_cycle"`
 	LocalPingus         float64 `json:"local_ping_p50_us"`
-	Note                string  `json:"note,omitempty"`
+	// Context says how each call got its context: "deadline per call" (a
+	// fresh context.WithTimeout for each Lock and each unlock, cancelled
+	// when the call returns, as a plain loop does) or "Background".
+	Context  string `json:"context"`
+	PoolSize int    `json:"pool_size"` // go-redis PoolSize of the client, 0 for its default
+	// TurnRates are the cycles/s of each turn, in order: the peers' turns
+	// alternate, so turn i of two rows ran side by side.
+	TurnRates []float64 `json:"turn_rates,omitempty"`
+	// Cmdstats are Redis's commands per cycle, UsecPer its µs per call of
+	// each (INFO commandstats over the row's turns).
+	Cmdstats map[string]float64 `json:"cmdstats_per_cycle,omitempty"`
+	UsecPer  map[string]float64 `json:"usec_per_call,omitempty"`
+	Note     string             `json:"note,omitempty"`
 }
 
 // An uncontendedRow is one row of the uncontended scenario: a peer, called
-// with a context that has a deadline (as callers pass) or with
-// context.Background().
+// with a fresh context with a deadline for each call (as callers pass) or
+// with context.Background().
 type uncontendedRow struct {
 	p          peer
 	name       string
@@ -160,29 +177,40 @@ type uncontendedRow struct {
 
 // uncontendedRun accumulates one row's measurement over its turns.
 type uncontendedRun struct {
-	set    *workerSet
-	lat    []int64
-	el     int64
-	cs     countSnap
-	cmds   int64
-	cpu    int64
-	pings  []float64
-	failed bool // setup or a call failed: no more turns
-	result UncontendedResult
+	set      *workerSet
+	lat      []int64
+	el       int64
+	cs       countSnap
+	cmds     int64
+	cpu      int64
+	cmdstats map[string]int64
+	usec     map[string]float64 // µs in all, per command
+	pings    []float64
+	failed   bool // setup or a call failed: no more turns
+	result   UncontendedResult
 }
+
+// callTimeout is the deadline of each uncontended call's context: what a
+// caller gives a lock call, far above its round trip.
+const callTimeout = 5 * time.Second
 
 // runUncontended measures every row in turns: rounds passes over all rows,
 // dur/rounds each. The load of this shared machine drifts over seconds, and
 // measuring peers one after another let that drift decide their ratio;
-// taking turns spreads it over all of them alike.
-func runUncontended(rows []uncontendedRow, e *env, mon *monitor, dur time.Duration, rounds int) []UncontendedResult {
+// taking turns spreads it over all of them alike. Each row's worker has
+// its own client with a pool of poolSize connections (0: go-redis's
+// default), as BenchmarkSideBySide in ../fairlock has (1).
+func runUncontended(rows []uncontendedRow, e *env, mon *monitor, dur time.Duration, rounds, poolSize int) []UncontendedResult {
+	eu := *e
+	eu.PoolSize = poolSize
 	runs := make([]*uncontendedRun, len(rows))
 	for i, row := range rows {
-		run := &uncontendedRun{result: UncontendedResult{Peer: row.name}}
+		run := &uncontendedRun{result: UncontendedResult{Peer: row.name, Context: "deadline per call", PoolSize: poolSize},
+			cmdstats: map[string]int64{}, usec: map[string]float64{}}
 		if row.background {
-			run.result.Note = "context.Background()"
+			run.result.Context, run.result.Note = "Background", "context.Background()"
 		}
-		set, err := newWorkerSet(row.p, e, 1)
+		set, err := newWorkerSet(row.p, &eu, 1)
 		if err != nil {
 			run.result.Note, run.failed = "setup: "+err.Error(), true
 		} else {
@@ -207,10 +235,15 @@ func runUncontended(rows []uncontendedRow, e *env, mon *monitor, dur time.Durati
 		r.Cycles = len(run.lat)
 		if n > 0 {
 			r.CyclesPerSec = n / (float64(run.el) / 1e9)
-			r.P50us, r.P99us = us(percentile(run.lat, 50)), us(percentile(run.lat, 99))
+			r.P10us, r.P50us, r.P99us = us(percentile(run.lat, 10)), us(percentile(run.lat, 50)), us(percentile(run.lat, 99))
 			r.RoundTripsPerCycle = float64(run.cs.RoundTrips) / n
 			if row.p.Redis {
 				r.ServerCmdsPerCycle = float64(run.cmds) / n
+				r.Cmdstats, r.UsecPer = map[string]float64{}, map[string]float64{}
+				for k, v := range run.cmdstats {
+					r.Cmdstats[k] = float64(v) / n
+					r.UsecPer[k] = run.usec[k] / float64(v)
+				}
 			}
 			r.ServerCPUusPerCycle = float64(run.cpu) / n
 			r.LocalPingus = median(run.pings)
@@ -233,23 +266,32 @@ func median(xs []float64) float64 {
 // uncontendedTurn runs one turn of a row for d.
 func uncontendedTurn(row uncontendedRow, run *uncontendedRun, mon *monitor, d time.Duration) {
 	w := run.set.ws[0]
-	// A deadline, as callers give: some peers take a different path for a
-	// context that can end (redislock derives one from the TTL otherwise).
-	ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
-	defer cancel()
-	if row.background {
-		ctx = context.Background()
+	// A fresh deadline for each call, cancelled when it returns, as a
+	// caller writes it: some peers take a different path for a context
+	// that can end (redislock derives one from the TTL otherwise), and
+	// making and stopping its timer is part of every call's cost.
+	call := func() (context.Context, context.CancelFunc) {
+		if row.background {
+			return context.Background(), func() {}
+		}
+		return context.WithTimeout(context.Background(), callTimeout)
 	}
+	ctx := context.Background()
 	run.pings = append(run.pings, mon.localPing(ctx, 100*time.Millisecond))
 	s0, _ := mon.snap(ctx)
 	c0 := run.set.c.snap()
+	n0 := len(run.lat)
 	t0 := mono()
 	end := t0 + int64(d)
 	for mono() < end {
 		a := mono()
-		u, err := w.Lock(ctx, "uncontended")
+		cctx, cancel := call()
+		u, err := w.Lock(cctx, "uncontended")
+		cancel()
 		if err == nil {
-			err = u(ctx)
+			cctx, cancel = call()
+			err = u(cctx)
+			cancel()
 		}
 		if err != nil {
 			run.result.Note, run.failed = err.Error(), true
@@ -257,12 +299,18 @@ func uncontendedTurn(row uncontendedRow, run *uncontendedRun, mon *monitor, d ti
 		}
 		run.lat = append(run.lat, mono()-a)
 	}
-	run.el += mono() - t0
+	el := mono() - t0
+	run.el += el
+	run.result.TurnRates = append(run.result.TurnRates, float64(len(run.lat)-n0)/(float64(el)/1e9))
 	cs := run.set.c.snap().sub(c0)
 	run.cs.RoundTrips += cs.RoundTrips
 	s1, _ := mon.snap(ctx)
 	sd := diffServer(s0, s1)
 	run.cmds += sd.Commands
+	for k, v := range sd.Cmdstats {
+		run.cmdstats[k] += v
+		run.usec[k] += sd.UsecPer[k] * float64(v)
+	}
 	if row.p.Redis {
 		run.cpu += sd.CPUus
 	} else {
