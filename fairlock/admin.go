@@ -40,15 +40,11 @@ type Grant struct {
 // older fence (Lease.Fence) is protected; use ForceRelease for a holder
 // that is stuck, not one that is slow.
 func (l *Locker) ForceRelease(ctx context.Context, k LockKind, name, token string) (ForceReleaseResult, error) {
-	kd := kindOf(k)
-	if kd == nil || k == LockRead || k == LockWrite {
-		return ForceReleaseResult{}, fmt.Errorf("%w: ForceRelease takes LockMutex, LockSemaphore or LockRWMutex, not %v", ErrInvalid, k)
-	}
-	if err := checkName(name); err != nil {
+	ref, err := l.lockOfKind("ForceRelease", k, name)
+	if err != nil {
 		return ForceReleaseResult{}, err
 	}
-	ref := l.refs.get(kd, name)
-	reply, err := kd.scripts.forceRelease.run(ctx, l.client, ref.call(token), retried).Result()
+	reply, err := ref.kind.scripts.forceRelease.run(ctx, l.client, ref.call(token), retried).Result()
 	if err != nil {
 		return ForceReleaseResult{}, failed("force release", name, err)
 	}

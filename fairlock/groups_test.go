@@ -228,7 +228,7 @@ func TestGroupNoisyNeighbour(t *testing.T) {
 		go use(ch, &fences[i])
 	}
 	start := time.Now()
-	blocker.Release(ctx)
+	released(t, blocker)
 	// A's backlog flows for 10 rounds of 2 grants, each within its hold
 	// and slack.
 	groupWait(t, 10*(holdFor+slack), "20 grants to A", func() bool { return granted.Load() >= 20 })
@@ -315,22 +315,22 @@ func TestGroupHeadOfLine(t *testing.T) {
 	b2 := queueFor(t, ctx, groupPermits(semB, 2, "tenant-b"))
 	b1 := queueFor(t, ctx, groupPermits(semB, 1, "tenant-b"))
 	c1 := queueFor(t, ctx, groupPermits(semC, 1, "tenant-c"))
-	a1.Release(ctx)
+	released(t, a1)
 	// 1 permit free: tenant-b and tenant-c hold 0 and were never served;
 	// tenant-b's head came first and asks for 2.
 	notGranted(t, c1, heartbeat+slack, "tenant-c's 1-permit request behind tenant-b's head, which does not fit")
 	notGranted(t, b1, time.Millisecond, "tenant-b's 1-permit request behind its own head")
-	a.Release(ctx)
+	released(t, a)
 	sb2, _ := await(t, b2, slack)
 	sc1, _ := await(t, c1, slack) // tenant-b holds 2, tenant-c 0
 	if sc1.Fence() <= sb2.Fence() {
 		t.Errorf("tenant-c (fence %d) granted before tenant-b's head (fence %d)", sc1.Fence(), sb2.Fence())
 	}
 	notGranted(t, b1, heartbeat, "a request with every permit held")
-	sb2.Release(ctx)
+	released(t, sb2)
 	sb1, _ := await(t, b1, slack)
-	sb1.Release(ctx)
-	sc1.Release(ctx)
+	released(t, sb1)
+	released(t, sc1)
 }
 
 // 3. A 3-permit request of one tenant is not starved by a stream of
@@ -358,7 +358,7 @@ func TestGroupLargeRequestNotStarved(t *testing.T) {
 					}
 					counts[i].Add(1)
 					time.Sleep(holdFor)
-					lease.Release(ctx)
+					released(t, lease)
 				}
 			})
 		}
@@ -387,7 +387,7 @@ func TestGroupLargeRequestNotStarved(t *testing.T) {
 			t.Errorf("A's 3-permit request waited %v (bound %v)", took, bound)
 		}
 		time.Sleep(5 * time.Millisecond)
-		lease.Release(ctx)
+		released(t, lease)
 		// B and C keep being served between A's requests.
 		groupWait(t, 5*time.Second, "B and C served after A", func() bool { return counts[0].Load()+counts[1].Load() > before+10 })
 	}
@@ -418,7 +418,7 @@ func TestGroupLimit(t *testing.T) {
 			st, _ := semA.Inspect(ctx)
 			dump := groupDump(rdb, "cap")
 			if r.lease != nil {
-				r.lease.Release(ctx)
+				released(t, r.lease)
 			}
 			t.Fatalf("A's second request returned at once (%v) while A holds 1 permit with a group limit of 1; Inspect: InUse %d, holders %+v\nRedis:\n%s",
 				r.err, st.InUse, st.Holders, dump)
@@ -436,11 +436,11 @@ func TestGroupLimit(t *testing.T) {
 		if st, _ := semA.Inspect(ctx); st.InUse != 3 || len(st.Waiters) != 1 {
 			t.Fatalf("with A, B and C holding 1 each: %+v", st)
 		}
-		first.Release(ctx)
+		released(t, first)
 		s, took := await(t, second, slack)
 		t.Logf("A's second request was granted %v after A's first left", took)
 		for _, l := range []*fairlock.Lease{s, b, c} {
-			l.Release(ctx)
+			released(t, l)
 		}
 	})
 
@@ -472,7 +472,7 @@ func TestGroupLimit(t *testing.T) {
 						}
 						time.Sleep(holdFor)
 						inUse[i].Add(-1)
-						lease.Release(ctx)
+						released(t, lease)
 					}
 				})
 			}
@@ -520,20 +520,20 @@ func TestGroupLimit(t *testing.T) {
 		u1 := hold(t, permits(sem, 1))
 		a := hold(t, groupPermits(sem, 1, "tenant-a"))
 		u2 := queueFor(t, ctx, permits(sem, 1))
-		a.Release(ctx)
+		released(t, a)
 		select {
 		case r := <-u2:
 			st, _ := sem.Inspect(ctx)
 			t.Errorf("a second ungrouped request was granted while an ungrouped one holds, with a group limit of 1 (%v); Inspect: InUse %d, holders %+v\nRedis:\n%s",
 				r.err, st.InUse, st.Holders, groupDump(rdb, "capplain"))
 			if r.lease != nil {
-				r.lease.Release(ctx)
+				released(t, r.lease)
 			}
-			u1.Release(ctx)
+			released(t, u1)
 		case <-time.After(heartbeat + slack):
-			u1.Release(ctx)
+			released(t, u1)
 			s, _ := await(t, u2, slack)
-			s.Release(ctx)
+			released(t, s)
 		}
 	})
 }
@@ -561,9 +561,9 @@ func TestGroupMixed(t *testing.T) {
 	a := hold(t, groupPermits(sem(), 1, "tenant-a")) // the last permit
 	b := queueFor(t, ctx, groupPermits(sem(), 1, "tenant-b"))
 	u := queueFor(t, ctx, permits(plain, 1))
-	a.Release(ctx)
+	released(t, a)
 	sb, _ := await(t, b, slack) // tenant-b holds 0, the ungrouped 2
-	sb.Release(ctx)
+	released(t, sb)
 	su, _ := await(t, u, slack)
 	base := "fairlock:{mixed}:sem:"
 	if rdb.HExists(ctx, base+"state", "grouped").Val() || rdb.Exists(ctx, base+"groups").Val() != 0 {
@@ -573,16 +573,16 @@ func TestGroupMixed(t *testing.T) {
 	// Y behind it asks for 1, which would fit, and waits for X.
 	x := queueFor(t, ctx, permits(plain, 2))
 	y := queueFor(t, ctx, permits(sem(), 1))
-	su.Release(ctx)
+	released(t, su)
 	notGranted(t, y, heartbeat+slack, "an ungrouped request behind a waiting larger one")
-	h.Release(ctx)
+	released(t, h)
 	sx, _ := await(t, x, slack)
 	sy, _ := await(t, y, slack)
 	if sy.Fence() <= sx.Fence() {
 		t.Errorf("Y (fence %d) granted before X (fence %d), which queued first", sy.Fence(), sx.Fence())
 	}
-	sx.Release(ctx)
-	sy.Release(ctx)
+	released(t, sx)
+	released(t, sy)
 }
 
 // Among groups that hold equally few, the grant goes to the one served
@@ -607,7 +607,7 @@ func TestGroupTurnsAfterPlainInterlude(t *testing.T) {
 			sem := func() *fairlock.Semaphore { return mustSem(t, newLocker(t, srv.Client(t)), "turns", 3) }
 			semA, semB, plain := sem(), sem(), sem()
 			u := hold(t, permits(plain, 1)) // ungrouped, held throughout
-			defer u.Release(ctx)
+			defer released(t, u)
 			if interlude {
 				// tenant-a is served 10 times while one of its requests
 				// holds, then its last party leaves: the semaphore is
@@ -616,7 +616,7 @@ func TestGroupTurnsAfterPlainInterlude(t *testing.T) {
 				for range 10 {
 					hold(t, groupPermits(semA, 1, "tenant-a")).Release(ctx)
 				}
-				pinned.Release(ctx)
+				released(t, pinned)
 				for _, f := range []string{"grouped", "tick", "h:tenant-a", "s:tenant-a", "m:tenant-a"} {
 					if rdb.HExists(ctx, "fairlock:{turns}:sem:state", f).Val() {
 						t.Fatalf("tenant-a left, %s is still kept:\n%s", f, groupDump(rdb, "turns"))
@@ -625,7 +625,7 @@ func TestGroupTurnsAfterPlainInterlude(t *testing.T) {
 				t.Logf("Redis once tenant-a left:\n%s", groupDump(rdb, "turns"))
 			}
 			w := hold(t, permits(plain, 1))
-			defer w.Release(ctx)
+			defer released(t, w)
 			v := hold(t, permits(plain, 1)) // the last permit
 			var mu sync.Mutex
 			grants := map[int64]string{}
@@ -645,11 +645,11 @@ func TestGroupTurnsAfterPlainInterlude(t *testing.T) {
 						mu.Lock()
 						grants[r.lease.Fence()] = g.group
 						mu.Unlock()
-						r.lease.Release(ctx)
+						released(t, r.lease)
 					})
 				}
 			}
-			v.Release(ctx)
+			released(t, v)
 			wg.Wait()
 			order := groupOrder(grants)
 			t.Logf("grant order: %v", order)
@@ -696,16 +696,16 @@ func TestGroupRetryAfterLastWaiterLeft(t *testing.T) {
 			}
 			again := queueFor(t, ctx, groupPermits(sem, 1, "tenant-a"))
 			queued := groupDump(rdb, "retry")
-			u.Release(ctx)
+			released(t, u)
 			sl, _ := await(t, l, slack) // the ungrouped waiter, which came first
-			sl.Release(ctx)
+			released(t, sl)
 			bound := heartbeat + slack
 			select {
 			case r := <-again:
 				if r.err != nil {
 					t.Fatal(r.err)
 				}
-				r.lease.Release(ctx)
+				released(t, r.lease)
 			case <-time.After(bound):
 				t.Fatalf("the tenant's new request was not granted within %v of the last release; nobody holds the semaphore.\nRedis when it queued:\n%s\nRedis now:\n%s",
 					bound, queued, groupDump(rdb, "retry"))
@@ -745,10 +745,10 @@ func TestGroupDeadHolder(t *testing.T) {
 	if h := rdb.HGet(ctx, "fairlock:{deadholder}:sem:state", "h:tenant-a").Val(); h != "1" {
 		t.Errorf("tenant-a's count of permits held: %q, want 1\nRedis:\n%s", h, groupDump(rdb, "deadholder"))
 	}
-	sa1.Release(ctx)
+	released(t, sa1)
 	sb2, _ := await(t, b2, slack)
-	sb1.Release(ctx)
-	sb2.Release(ctx)
+	released(t, sb1)
+	released(t, sb2)
 }
 
 // 6b. A dead waiter at the head of its group is passed over: the next in
@@ -771,14 +771,14 @@ func TestGroupDeadWaiterAtHead(t *testing.T) {
 		return err == nil && len(st.Waiters) == 2
 	})
 	t.Logf("the dead waiter's session ended %v after its client closed", took.Round(time.Millisecond))
-	holder.Release(ctx)
+	released(t, holder)
 	sa, _ := await(t, a2, slack)
-	sa.Release(ctx)
+	released(t, sa)
 	sb, _ := await(t, b1, slack)
 	if sb.Fence() <= sa.Fence() {
 		t.Errorf("tenant-b (fence %d) granted before tenant-a's live waiter (fence %d), whose head arrived first", sb.Fence(), sa.Fence())
 	}
-	sb.Release(ctx)
+	released(t, sb)
 }
 
 // 6c. SCRIPT FLUSH with groups queued costs nothing; after a Redis restart
@@ -810,7 +810,7 @@ func TestGroupScriptFlushAndRestart(t *testing.T) {
 				at = append(at, time.Now())
 				mu.Unlock()
 				time.Sleep(5 * time.Millisecond)
-				r.lease.Release(ctx)
+				released(t, r.lease)
 			})
 		}
 		return func() []time.Time { wg.Wait(); return at }
@@ -830,13 +830,13 @@ func TestGroupScriptFlushAndRestart(t *testing.T) {
 	if heldA.Err() != nil || heldB.Err() != nil {
 		t.Fatalf("leases lost after SCRIPT FLUSH: %v, %v", heldA.Err(), heldB.Err())
 	}
-	released := time.Now()
-	heldA.Release(ctx)
-	heldB.Release(ctx)
+	releasedAt := time.Now()
+	released(t, heldA)
+	released(t, heldB)
 	// 5 waiters on 2 permits: 3 rounds, each within slack of a release,
 	// and a heartbeat for a lost message.
 	bound := heartbeat + 3*slack
-	last := latest(wait(), released)
+	last := latest(wait(), releasedAt)
 	t.Logf("after SCRIPT FLUSH, 5 grouped waiters were granted within %v of the releases (bound %v)", last.Round(time.Millisecond), bound)
 	if last > bound {
 		t.Errorf("last grant %v after the releases, bound %v", last, bound)
@@ -867,7 +867,7 @@ func TestGroupScriptFlushAndRestart(t *testing.T) {
 	if s.Fence() <= fence {
 		t.Errorf("fence %d after the restart, not above %d", s.Fence(), fence)
 	}
-	s.Release(ctx)
+	released(t, s)
 	if st, _ := sems["tenant-a"].Inspect(ctx); st.Held() || st.Queued != 0 {
 		t.Errorf("after everyone left: %+v", st)
 	}
@@ -888,26 +888,7 @@ func TestGroupKeysHaveTTLs(t *testing.T) {
 		queueFor(t, ctx, groupPermits(semB, 1, "")),
 		queueFor(t, ctx, groupPermits(semB, 1, "tenant-c"), fairlock.WithMetadata("job 7")),
 	}
-	scan := func() []string {
-		var keys []string
-		iter := rdb.Scan(ctx, 0, "fairlock:*", 100).Iterator()
-		for iter.Next(ctx) {
-			keys = append(keys, iter.Val())
-		}
-		if err := iter.Err(); err != nil {
-			t.Fatal(err)
-		}
-		return keys
-	}
-	checkTTLs := func(when string) []string {
-		keys := scan()
-		for _, k := range keys {
-			if ttl := rdb.PTTL(ctx, k).Val(); ttl <= 0 {
-				t.Errorf("%s: key %q has no TTL (%v)", when, k, ttl)
-			}
-		}
-		return keys
-	}
+	checkTTLs := func(when string) []string { return keysWithTTLs(t, ctx, rdb, when) }
 	keys := checkTTLs("held and waited for")
 	for _, want := range []string{"fairlock:{ttl}:sem:groups", "fairlock:{ttl}:sem:gq:tenant-a", "fairlock:{ttl}:sem:gq:tenant-b", "fairlock:{ttl}:sem:queue"} {
 		if !slices.Contains(keys, want) {
@@ -917,23 +898,12 @@ func TestGroupKeysHaveTTLs(t *testing.T) {
 	time.Sleep(2 * heartbeat)
 	checkTTLs("after heartbeats")
 	for _, s := range held {
-		s.Release(ctx)
+		released(t, s)
 	}
 	// 4 waiters on 2 permits, each released at once: a few rounds, each
 	// within slack.
 	groupDrain(t, ctx, heartbeat+4*slack, waits...)
-	for _, k := range checkTTLs("after everyone left") {
-		if !isFence(k) && !isSession(k) {
-			t.Errorf("key %q left behind", k)
-		}
-	}
-	a.Close()
-	b.Close()
-	for _, k := range checkTTLs("after the Lockers closed") {
-		if !isFence(k) {
-			t.Errorf("key %q left behind", k)
-		}
-	}
+	onlyFencesLeft(t, ctx, rdb, a, b)
 }
 
 // 8. Bad groups and limits fail at once with ErrInvalid, and nothing
@@ -1000,7 +970,7 @@ func TestGroupBadInput(t *testing.T) {
 	if st, _ := sem.Inspect(ctx); len(st.Holders) != 1 || st.Holders[0].Group != long {
 		t.Errorf("holder in the longest group: %+v", st.Holders)
 	}
-	s.Release(ctx)
+	released(t, s)
 }
 
 // 8b. Processes must agree on the group limit while the semaphore is in
@@ -1027,7 +997,7 @@ func TestGroupLimitMismatch(t *testing.T) {
 	if st, _ := one.Inspect(ctx); st.InUse != 1 || len(st.Holders) != 1 || len(st.Waiters) != 0 || st.Fence != held.Fence() {
 		t.Fatalf("the refused calls changed the semaphore: %+v", st)
 	}
-	held.Release(ctx)
+	released(t, held)
 	// Idle: limit 2 takes effect, and then limit 1 is refused.
 	s := hold(t, groupPermits(two, 2, "tenant-b"))
 	if got := rdb.HGet(ctx, "fairlock:{agree}:sem:state", "glimit").Val(); got != "2" {
@@ -1036,7 +1006,7 @@ func TestGroupLimitMismatch(t *testing.T) {
 	if _, err := one.Acquire(ctx, 1); !errors.Is(err, fairlock.ErrInvalid) {
 		t.Errorf("limit 1 while 2 is in use: %v", err)
 	}
-	s.Release(ctx)
+	released(t, s)
 	// No limit in use, and a process asks for one: the error must say
 	// which limit is in use, not only the capacity, which agrees.
 	s = hold(t, groupPermits(none, 1, "tenant-a"))
@@ -1047,7 +1017,7 @@ func TestGroupLimitMismatch(t *testing.T) {
 	} else if !strings.Contains(err.Error(), "limit") {
 		t.Errorf("limit 2 while none is in use: %q names only the capacity, which agrees", err)
 	}
-	s.Release(ctx)
+	released(t, s)
 }
 
 // 9. Inspect and the events tell each holder's and waiter's group.
@@ -1105,7 +1075,7 @@ func TestGroupInspect(t *testing.T) {
 		t.Errorf("waiters %+v, want %+v", got, want)
 	}
 	for _, s := range []*fairlock.Lease{u, ha, hb} {
-		s.Release(ctx)
+		released(t, s)
 	}
 	groupDrain(t, ctx, heartbeat+slack, waits...)
 	mu.Lock()

@@ -58,19 +58,15 @@ type Waiter struct {
 // whose Locker died, not yet removed from Redis, are left out: they will
 // never use the lock again. It needs no capacity: the semaphore's is read.
 func (l *Locker) Inspect(ctx context.Context, k LockKind, name string) (State, error) {
-	kd := kindOf(k)
-	if kd == nil || k == LockRead || k == LockWrite {
-		return State{}, fmt.Errorf("%w: Inspect takes LockMutex, LockSemaphore or LockRWMutex, not %v", ErrInvalid, k)
-	}
-	if err := checkName(name); err != nil {
+	ref, err := l.lockOfKind("Inspect", k, name)
+	if err != nil {
 		return State{}, err
 	}
-	ref := l.refs.get(kd, name)
-	reply, err := kd.scripts.snapshot.run(ctx, l.client, ref.call(MaxListed), readOnly).Result()
+	reply, err := ref.kind.scripts.snapshot.run(ctx, l.client, ref.call(MaxListed), readOnly).Result()
 	if err != nil {
 		return State{}, failed("inspect", name, err)
 	}
-	st, ok := parseSnapshot(reply, kd)
+	st, ok := parseSnapshot(reply, ref.kind)
 	if !ok {
 		return State{}, badReply("inspect", reply)
 	}
@@ -122,6 +118,19 @@ func parseSnapshot(reply any, kd *kind) (State, bool) {
 		return true
 	})
 	return st, ok
+}
+
+// lockOfKind checks what Inspect and ForceRelease (verb) take, a kind of
+// lock and its name, and returns that lock's ref.
+func (l *Locker) lockOfKind(verb string, k LockKind, name string) (*lockRef, error) {
+	kd := kindOf(k)
+	if kd == nil || k == LockRead || k == LockWrite {
+		return nil, fmt.Errorf("%w: %s takes LockMutex, LockSemaphore or LockRWMutex, not %v", ErrInvalid, verb, k)
+	}
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	return l.refs.get(kd, name), nil
 }
 
 // requestOf tells what a token of a lock of kind kd asks for.

@@ -488,13 +488,7 @@ func TestKindsScriptFlushAndRestart(t *testing.T) {
 	case <-time.After(2 * leaseTTL):
 		t.Fatal("holder not told of the lease lost in the restart")
 	}
-	bound := waiterTTL + 2*heartbeat + slack
-	s, took := await(t, w, bound)
-	t.Logf("after a Redis restart, the waiter was granted in %v (bound %v)", took, bound)
-	if s.Fence() <= fence {
-		t.Fatalf("fence %d after restart, not above %d", s.Fence(), fence)
-	}
-	released(t, s)
+	grantedAfterRestart(t, w, fence)
 }
 
 // While held and waited for, every key has a TTL; once everyone left, only
@@ -512,15 +506,7 @@ func TestKindsKeysHaveTTLs(t *testing.T) {
 		queueFor(t, ctx, permits(mustSem(t, b, "ttl", 2), 1)),
 		queueFor(t, ctx, mustRW(t, b, "ttl").RLock),
 	}
-	checkTTLs := func(when string) []string {
-		keys := rdb.Keys(ctx, "*").Val()
-		for _, k := range keys {
-			if ttl := rdb.PTTL(ctx, k).Val(); ttl <= 0 {
-				t.Errorf("%s: key %q has no TTL (%v)", when, k, ttl)
-			}
-		}
-		return keys
-	}
+	checkTTLs := func(when string) []string { return keysWithTTLs(t, ctx, rdb, when) }
 	if keys := checkTTLs("held and waited for"); len(keys) < 12 {
 		t.Fatalf("keys %q", keys)
 	}
@@ -531,18 +517,7 @@ func TestKindsKeysHaveTTLs(t *testing.T) {
 		s, _ := await(t, w, slack)
 		released(t, s)
 	}
-	for _, k := range checkTTLs("after everyone left") {
-		if !isFence(k) && !isSession(k) {
-			t.Errorf("key %q left behind", k)
-		}
-	}
-	a.Close()
-	b.Close()
-	for _, k := range checkTTLs("after the Lockers closed") {
-		if !isFence(k) {
-			t.Errorf("key %q left behind", k)
-		}
-	}
+	onlyFencesLeft(t, ctx, rdb, a, b)
 }
 
 // Close ends the waiters with ErrClosed and gives back every lease's

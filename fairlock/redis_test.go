@@ -549,13 +549,7 @@ func TestScriptFlushAndRestart(t *testing.T) {
 	if !errors.Is(held.Err(), fairlock.ErrLost) {
 		t.Fatalf("Err = %v, want ErrLost", held.Err())
 	}
-	bound := waiterTTL + 2*heartbeat + slack
-	s, took := await(t, w, bound)
-	t.Logf("after a Redis restart, the waiter was granted in %v (bound %v)", took, bound)
-	if s.Fence() <= fence {
-		t.Fatalf("fence %d after restart, not above %d", s.Fence(), fence)
-	}
-	released(t, s)
+	grantedAfterRestart(t, w, fence)
 }
 
 func TestCloseEndsWaitersAndReleases(t *testing.T) {
@@ -622,6 +616,58 @@ func TestEveryKeyHasATTL(t *testing.T) {
 			t.Errorf("key %q left after every lock was released", k)
 		}
 	}
+}
+
+// keysWithTTLs returns the keys under the default prefix, and fails t for
+// any that has no TTL.
+func keysWithTTLs(t testing.TB, ctx context.Context, rdb *redis.Client, when string) []string {
+	t.Helper()
+	var keys []string
+	iter := rdb.Scan(ctx, 0, "fairlock:*", 100).Iterator()
+	for iter.Next(ctx) {
+		keys = append(keys, iter.Val())
+	}
+	if err := iter.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if ttl := rdb.PTTL(ctx, k).Val(); ttl <= 0 {
+			t.Errorf("%s: key %q has no TTL (%v)", when, k, ttl)
+		}
+	}
+	return keys
+}
+
+// onlyFencesLeft checks, once everyone left, that only fence keys and the
+// sessions of lockers are left, and once they closed, only fence keys.
+func onlyFencesLeft(t testing.TB, ctx context.Context, rdb *redis.Client, lockers ...*fairlock.Locker) {
+	t.Helper()
+	for _, k := range keysWithTTLs(t, ctx, rdb, "after everyone left") {
+		if !isFence(k) && !isSession(k) {
+			t.Errorf("key %q left behind", k)
+		}
+	}
+	for _, l := range lockers {
+		l.Close()
+	}
+	for _, k := range keysWithTTLs(t, ctx, rdb, "after the Lockers closed") {
+		if !isFence(k) {
+			t.Errorf("key %q left behind", k)
+		}
+	}
+}
+
+// grantedAfterRestart awaits w's grant after a Redis restart, within the
+// bound a waiter has then, with a fence above the one before.
+func grantedAfterRestart(t testing.TB, w <-chan result, fence int64) {
+	t.Helper()
+	bound := waiterTTL + 2*heartbeat + slack
+	s, took := await(t, w, bound)
+	t.Logf("after a Redis restart, the waiter was granted in %v (bound %v)", took, bound)
+	if s.Fence() <= fence {
+		t.Fatalf("fence %d after restart, not above %d", s.Fence(), fence)
+	}
+	released(t, s)
 }
 
 func isFence(k string) bool { return strings.HasSuffix(k, ":fence") }
