@@ -198,6 +198,19 @@ func (m *machine) fault() {
 	m.faultAt = time.Now()
 }
 
+// sinceFault is how long ago the last fault was. A lost reply counts from
+// when a proxy lost it, which may be long after LoseReply armed it, and
+// starts a generation of its own then.
+func (m *machine) sinceFault() time.Duration {
+	for _, l := range m.lockers {
+		if at := l.px.DroppedAt(); at.After(m.faultAt) {
+			m.gen++
+			m.faultAt = at
+		}
+	}
+	return time.Since(m.faultAt)
+}
+
 func (m *machine) alive(rt *rapid.T) int {
 	var live []int
 	for i, l := range m.lockers {
@@ -350,7 +363,7 @@ func (m *machine) Release(rt *rapid.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := s.lease.Release(ctx)
-	if err != nil && !errors.Is(err, fairlock.ErrNotHeld) && !m.lockers[s.locker].dead && time.Since(m.faultAt) > smLeaseTTL {
+	if err != nil && !errors.Is(err, fairlock.ErrNotHeld) && !m.lockers[s.locker].dead && m.sinceFault() > smLeaseTTL {
 		rt.Fatalf("Release of a lease of a live Locker: %v", err)
 	}
 	m.released(i)
@@ -371,7 +384,7 @@ func (m *machine) Extend(rt *rapid.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	err := s.lease.Extend(ctx, smLeaseTTL)
-	if err != nil && !errors.Is(err, fairlock.ErrNotHeld) && !m.lockers[s.locker].dead && time.Since(m.faultAt) > smLeaseTTL {
+	if err != nil && !errors.Is(err, fairlock.ErrNotHeld) && !m.lockers[s.locker].dead && m.sinceFault() > smLeaseTTL {
 		rt.Fatalf("Extend of a lease of a live Locker: %v", err)
 	}
 }
@@ -496,6 +509,7 @@ func (m *machine) harvest(rt *rapid.T) {
 
 func (m *machine) Check(rt *rapid.T) {
 	m.step++
+	m.sinceFault()
 	m.harvest(rt)
 	m.checkRedis(rt)
 	m.checkFIFO(rt)
@@ -528,7 +542,7 @@ func (m *machine) checkFIFO(rt *rapid.T) {
 				continue
 			}
 			for _, b := range got {
-				if b.gen == c.gen && b.group == c.group && c.arrival < b.arrival && time.Since(b.granted) > smBeat+slack && time.Since(m.faultAt) > smLeaseTTL+smBeat {
+				if b.gen == c.gen && b.group == c.group && c.arrival < b.arrival && time.Since(b.granted) > smBeat+slack && m.sinceFault() > smLeaseTTL+smBeat {
 					m.mu.Unlock()
 					rt.Fatalf("%s: the waiter that arrived at step %d still waits, though one that arrived at step %d was granted %v ago",
 						smLocks[lock].name, c.arrival, b.arrival, time.Since(b.granted).Round(time.Millisecond))

@@ -16,18 +16,19 @@ import (
 
 // A Proxy stands between clients and one Redis, on a loopback port.
 type Proxy struct {
-	Addr     string
-	target   string
-	ln       net.Listener
-	up, down atomic.Int64 // added latency in ns: client->server, server->client
-	refuse   atomic.Bool
-	mu       sync.Mutex
-	conns    map[net.Conn]struct{}
-	dropTo   []byte                    // DropReplyTo's marker, nil when unarmed
-	cutAfter bool                      // PartitionAfterReplyTo: cut everything after the drop
-	dropping map[net.Conn]bool         // server sides whose next reply is lost
-	rewrite  func(reply []byte) []byte // RewriteReplies
-	wg       sync.WaitGroup
+	Addr      string
+	target    string
+	ln        net.Listener
+	up, down  atomic.Int64 // added latency in ns: client->server, server->client
+	refuse    atomic.Bool
+	mu        sync.Mutex
+	conns     map[net.Conn]struct{}
+	dropTo    []byte                    // DropReplyTo's marker, nil when unarmed
+	cutAfter  bool                      // PartitionAfterReplyTo: cut everything after the drop
+	dropping  map[net.Conn]bool         // server sides whose next reply is lost
+	droppedAt time.Time                 // when a reply was last lost
+	rewrite   func(reply []byte) []byte // RewriteReplies
+	wg        sync.WaitGroup
 }
 
 // StartProxy starts a proxy to target, closed when the test ends.
@@ -72,6 +73,15 @@ func (p *Proxy) DropReplyTo(marker string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.dropTo = []byte(marker)
+}
+
+// DroppedAt is when DropReplyTo or PartitionAfterReplyTo last lost a
+// reply (the fault itself, which may come long after the call that armed
+// it); zero if none did.
+func (p *Proxy) DroppedAt() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.droppedAt
 }
 
 // PartitionAfterReplyTo is DropReplyTo, then a partition: once the reply
@@ -174,7 +184,7 @@ func (p *Proxy) pipe(src, dst net.Conn, lat *atomic.Int64, server net.Conn) {
 			case server == nil && p.dropping[src]:
 				delete(p.dropping, src)
 				drop, partition = true, p.cutAfter
-				p.cutAfter = false
+				p.cutAfter, p.droppedAt = false, time.Now()
 			case server == nil && p.rewrite != nil:
 				b = p.rewrite(b)
 			}
