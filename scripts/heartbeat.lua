@@ -12,7 +12,7 @@
 -- granted, 0 if it is neither granted nor queued (it lost its place), and
 -- while it waits -place (1 is next) when asked, else -1.
 openStore(tonumber(ARGV[6]), tonumber(ARGV[7]), false)
-maintain()
+maintain(true)
 grantHeads()
 local tokens = {unpack(ARGV, 10)}
 local reply = {}

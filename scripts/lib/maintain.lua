@@ -2,16 +2,20 @@
 -- at most once per heartbeat of the caller (ARGV[5], ms) per lock however
 -- many Lockers call. A dead waiter at the head is dropped by the grant loop
 -- at once; the scan finds the rest, so that places and counts are right
--- within a heartbeat, and the permits of a dead semaphore holder come free.
+-- within a heartbeat. The permits of a dead semaphore holder come free at
+-- the next scan or waiter's heartbeat.
 -- uses: clock keep tokens queue store
 
 local scanEvery = tonumber(ARGV[5])
 
--- scanDue tells whether this call scans, and if so books the next scan.
+-- scanDue tells whether this call scans, and if so books the next scan, a
+-- quarter of a heartbeat early: the caller's next heartbeat, which timer
+-- jitter can bring a little early, must find it due, or a dead party would
+-- wait for the one after.
 local function scanDue()
   local at = tonumber(redis.call('HGET', stateKey, 'scanAt'))
   if at and at > nowMs() then return false end
-  redis.call('HSET', stateKey, 'scanAt', nowMs() + scanEvery)
+  redis.call('HSET', stateKey, 'scanAt', nowMs() + math.floor(scanEvery * 3 / 4))
   keepFor(stateKey, keepTTL, true)
   return true
 end
@@ -45,10 +49,14 @@ local function reapWaiters()
   redis.call('HSET', stateKey, 'scanFrom', nextFrom)
 end
 
--- maintain scans when it is due; returns whether permits came free.
-local function maintain()
-  if not scanDue() then return false end
-  local freed = reapHolders()
-  reapWaiters()
+-- maintain scans when it is due; returns whether permits came free. With
+-- everyHolder (a heartbeat) it looks at the holders whatever the scan's
+-- schedule: they are few, and a dead one keeps every waiter waiting, so a
+-- waiter's next heartbeat after a holder's session died must find it.
+local function maintain(everyHolder)
+  local due = scanDue()
+  local freed = false
+  if due or everyHolder then freed = reapHolders() end
+  if due then reapWaiters() end
   return freed
 end
