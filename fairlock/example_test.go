@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
@@ -196,4 +197,48 @@ func ExampleRWMutex() {
 	// readers: 2
 	// a writer must wait for them
 	// writer: true
+}
+
+// A noisy tenant's backlog does not hold up a quiet tenant: each tenant is a
+// group, the next permit goes to the group that holds the fewest, and no
+// group holds more than its limit, even while the others are idle.
+func ExampleWithGroup() {
+	client, stop := exampleRedis()
+	defer stop()
+	locker, _ := fairlock.New(client)
+	defer locker.Close()
+
+	ctx := context.Background()
+	jobs, err := locker.Semaphore("jobs", 2, fairlock.WithGroupLimit(1))
+	if err != nil {
+		panic(err)
+	}
+	first, _ := jobs.Acquire(ctx, 1, fairlock.WithGroup("noisy"))
+	started := make(chan string, 2)
+	var wg sync.WaitGroup
+	for job := 2; job <= 3; job++ {
+		queued := make(chan struct{})
+		wg.Go(func() {
+			lease, err := jobs.Acquire(ctx, 1, fairlock.WithGroup("noisy"), fairlock.OnQueued(func(int) { close(queued) }))
+			if err != nil {
+				panic(err)
+			}
+			started <- fmt.Sprintf("noisy job %d", job)
+			lease.Release(ctx)
+		})
+		<-queued // the second permit is free, but noisy is at its limit
+	}
+	quiet, _ := jobs.Acquire(ctx, 1, fairlock.WithGroup("quiet"))
+	fmt.Println("the quiet job starts at once, ahead of 2 noisy jobs")
+	first.Release(ctx)
+	wg.Wait()
+	close(started)
+	for s := range started {
+		fmt.Println(s)
+	}
+	quiet.Release(ctx)
+	// Output:
+	// the quiet job starts at once, ahead of 2 noisy jobs
+	// noisy job 2
+	// noisy job 3
 }
