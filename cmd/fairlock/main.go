@@ -252,7 +252,7 @@ func clusterQuestion(addr string, err error) error {
 	if strings.HasPrefix(msg, "noperm") || strings.Contains(msg, "unknown command") {
 		return fmt.Errorf("asking %s whether it runs Redis Cluster (INFO cluster): %w; pass -cluster or -cluster=false to skip the question", addr, err)
 	}
-	return fmt.Errorf("Redis at %s: %w", addr, err)
+	return fmt.Errorf("redis at %s: %w", addr, err)
 }
 
 // explain makes err one short line for an operator: an unreachable Redis

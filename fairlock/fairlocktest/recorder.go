@@ -199,14 +199,16 @@ func (r *Recorder) CheckGrantOrder(name string, tokens ...string) error {
 // were lost, whose grant may have been reported late.
 func (r *Recorder) CheckFences(name string) error {
 	return r.each(name, func(g group) error {
-		for _, v := range g.model.CheckFences() {
-			a, b := g.named[v.Others[0]], g.named[v.Req]
-			if v.Rule == history.FenceTwice {
-				return fmt.Errorf("fairlocktest: %s granted fence %d twice, to %s and %s", g, b.Fence, a.Token, b.Token)
-			}
-			return fmt.Errorf("fairlocktest: %s fence went from %d (%s) to %d (%s)", g, a.Fence, a.Token, b.Fence, b.Token)
+		vs := g.model.CheckFences()
+		if len(vs) == 0 {
+			return nil
 		}
-		return nil
+		v := vs[0]
+		a, b := g.named[v.Others[0]], g.named[v.Req]
+		if v.Rule == history.FenceTwice {
+			return fmt.Errorf("fairlocktest: %s granted fence %d twice, to %s and %s", g, b.Fence, a.Token, b.Token)
+		}
+		return fmt.Errorf("fairlocktest: %s fence went from %d (%s) to %d (%s)", g, a.Fence, a.Token, b.Fence, b.Token)
 	})
 }
 
@@ -394,24 +396,26 @@ func (g group) String() string { return fmt.Sprintf("%s %q", g.lock, g.name) }
 func (g group) overlap(capacity int64, fail func(e fairlock.Event, permits int, holders, hint string) error) error {
 	l := g.model
 	l.Cap = capacity
-	for _, v := range l.CheckCapacity() {
-		e, hint := g.named[v.Req], ""
-		permits, held := e.Permits, []fairlock.Event(nil)
-		for _, i := range v.Others {
-			h, q := g.named[i], l.Reqs[i]
-			permits += h.Permits
-			held = append(held, h)
-			if q.End != history.Never && !q.Lost && !g.released[h.Token] {
-				hint = "\n (a lease released with Lease.Release counts until its EventReleased, which may come after the next grant's report: release through Recorder.Release)"
-			}
-		}
-		var holders []string
-		for _, h := range byFence(held) {
-			holders = append(holders, fmt.Sprintf("%s(%s %d)", h.Token, h.Lock, h.Permits))
-		}
-		return fail(e, permits, fmt.Sprint(holders), hint)
+	vs := l.CheckCapacity()
+	if len(vs) == 0 {
+		return nil
 	}
-	return nil
+	v := vs[0]
+	e, hint := g.named[v.Req], ""
+	permits, held := e.Permits, []fairlock.Event(nil)
+	for _, i := range v.Others {
+		h, q := g.named[i], l.Reqs[i]
+		permits += h.Permits
+		held = append(held, h)
+		if q.End != history.Never && !q.Lost && !g.released[h.Token] {
+			hint = "\n (a lease released with Lease.Release counts until its EventReleased, which may come after the next grant's report: release through Recorder.Release)"
+		}
+	}
+	var holders []string
+	for _, h := range byFence(held) {
+		holders = append(holders, fmt.Sprintf("%s(%s %d)", h.Token, h.Lock, h.Permits))
+	}
+	return fail(e, permits, fmt.Sprint(holders), hint)
 }
 
 // byFence sorts events by fence, keeping the reported order among equal
