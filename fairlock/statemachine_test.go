@@ -584,7 +584,7 @@ func (m *machine) checkRedis(rt *rapid.T) {
 			rt.Fatalf("reading %s: %v", lk.name, err)
 		}
 		if lk.limit > 0 {
-			m.checkGroups(rt, base, lk, holders.Val())
+			m.checkGroups(rt, base, lk)
 		} else if strings.Join(list.Val(), " ") != strings.Join(order.Val(), " ") {
 			rt.Fatalf("%s: queue %q and order %q disagree", lk.name, list.Val(), order.Val())
 		}
@@ -625,22 +625,37 @@ func (m *machine) checkRedis(rt *rapid.T) {
 // the order set's tokens, once each and each line in arrival order; each
 // group's count of permits is the sum over its holders, and within the
 // limit.
-func (m *machine) checkGroups(rt *rapid.T, base string, lk smLock, holders []redis.Z) {
+func (m *machine) checkGroups(rt *rapid.T, base string, lk smLock) {
 	ctx := context.Background()
-	order := m.rdb.ZRangeWithScores(ctx, base+"order", 0, -1).Val()
+	// One MULTI, so that no script runs between the reads.
+	var orderCmd *redis.ZSliceCmd
+	var stateCmd *redis.MapStringStringCmd
+	var holdersCmd *redis.ZSliceCmd
+	lines := map[string]*redis.StringSliceCmd{}
+	if _, err := m.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
+		orderCmd = p.ZRangeWithScores(ctx, base+"order", 0, -1)
+		stateCmd = p.HGetAll(ctx, base+"state")
+		holdersCmd = p.ZRangeWithScores(ctx, base+"holders", 0, -1)
+		for _, g := range smGroups {
+			line := base + "queue"
+			if g != "" {
+				line = base + "gq:" + g
+			}
+			lines[g] = p.LRange(ctx, line, 0, -1)
+		}
+		return nil
+	}); err != nil {
+		rt.Fatalf("reading %s: %v", lk.name, err)
+	}
+	order, state, holders := orderCmd.Val(), stateCmd.Val(), holdersCmd.Val()
 	arrival := map[string]float64{}
 	for _, z := range order {
 		arrival[z.Member.(string)] = z.Score
 	}
-	state := m.rdb.HGetAll(ctx, base+"state").Val()
 	lined := 0
 	for _, g := range smGroups {
-		line := base + "queue"
-		if g != "" {
-			line = base + "gq:" + g
-		}
 		last := -1.0
-		for _, tok := range m.rdb.LRange(ctx, line, 0, -1).Val() {
+		for _, tok := range lines[g].Val() {
 			at, ok := arrival[tok]
 			if !ok || at <= last || state["g:"+tok] != g {
 				rt.Fatalf("%s: line of group %q has %s out of place (order %v, its group %q)", lk.name, g, tok, order, state["g:"+tok])
