@@ -214,8 +214,8 @@ func OnPosition(fn func(position int)) AcquireOption {
 }
 
 // MaxMetadataLen is the longest metadata, in bytes, that WithMetadata
-// accepts: enough for a job id, a host name and a little more, while a
-// Queue reply of MaxQueueListed waiters stays within 4 MiB of it.
+// accepts: enough for a job id, a host name and a little more, while an
+// Inspect reply of MaxListed holders and waiters stays within 8 MiB of it.
 const MaxMetadataLen = 4 << 10
 
 // WithMetadata stores s with the waiter in Redis and then with its lease,
