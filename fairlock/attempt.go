@@ -259,7 +259,12 @@ func (a *attempt) await(ctx context.Context, w *waiter) (*Lease, error) {
 			return a.accept(ctx, w, fence)
 		}
 		// Redis may still hold the old entry if only the heartbeat's
-		// replies were lost: withdraw it by token.
+		// replies were lost: withdraw it by token. A caller that gave up
+		// meanwhile is not queued again.
+		if err := ctx.Err(); err != nil {
+			a.l.leave(w, err)
+			return nil, ctxError(ctx, err)
+		}
 		a.l.leave(w, ErrPlaceLost)
 		return nil, ErrPlaceLost
 	case <-ctx.Done():
