@@ -1309,10 +1309,12 @@ func TestFault10_SlowNetwork(t *testing.T) {
 		e.settle(name)
 	})
 	t.Run("grant-message-late", func(t *testing.T) {
-		// The head waiter's replies and messages are delayed 700ms, longer
-		// than its grant lives (waiter TTL 500ms): the lock expires and goes
-		// to the next waiter before the grant message arrives. Acquire must
-		// not then return a lease that Redis gives to somebody else.
+		// The head waiter's replies and messages are delayed 700ms, so
+		// that its grant message comes when less than a heartbeat is left
+		// of the lease it last heard Redis renew: it must confirm the grant,
+		// and the confirmation's reply comes after the grant (waiter TTL 1s)
+		// has expired and gone to the next waiter. Acquire must not then
+		// return a lease that Redis gives to somebody else.
 		name := "lategrant"
 		px, slow := e.spawnVia(t, readTimeout(2*time.Second), observe())
 		fast := e.c.Spawn()
@@ -1324,6 +1326,9 @@ func TestFault10_SlowNetwork(t *testing.T) {
 		t0, _ := e.release(l, pw)
 		bound := waiterTTL + e.hb
 		fg := e.c.H.MustWait(t, bound+5*time.Second, "fast granted", isKind(fw, "granted"))
+		if d := dur(fg.T - t0); d > bound+slack {
+			t.Errorf("next waiter granted %v after the release; bound waiter TTL + heartbeat %v", d, bound)
+		}
 		ev, outcome := e.outcome(sw, t0, 2*time.Second)
 		if ev.Kind == "granted" {
 			v := e.await(t, sw, "verify")
@@ -1336,7 +1341,7 @@ func TestFault10_SlowNetwork(t *testing.T) {
 		px.SetLatency(0, 0)
 		e.releaseIn(t, fast, fw)
 		e.finishLate(t, slow, sw, ev, fg.T, bound+5*time.Second)
-		report(t, "10c grant message delayed past the grant's life (700ms > waiter TTL 500ms)",
+		report(t, "10c grant message and replies delayed 700ms (waiter TTL 1s)",
 			fmt.Sprintf("next waiter granted <= waiter TTL + heartbeat %v; the late waiter never returns a stale lease", ms(bound)),
 			fmt.Sprintf("next-grant=%v late-waiter=%s", ms(dur(fg.T-t0)), outcome))
 		e.settle(name)
