@@ -734,6 +734,7 @@ type drainStats struct {
 	releaseErrs atomic.Int64 // ErrNotHeld: the lease was lost before Release
 	lost        atomic.Int64 // leases that ended with ErrLost while held
 	hangs       atomic.Int64 // Acquire calls that hit attemptBound
+	placeLost   atomic.Int64 // Acquire calls that returned ErrPlaceLost, which it never should
 	maxWait     atomic.Int64 // longest Acquire, ns
 	errMu       sync.Mutex
 	errs        map[string]int
@@ -803,6 +804,9 @@ func drain(ls []*fairlock.Locker, names []string, perName int, tr *tracker, stop
 						st.noteErr(err)
 						if errors.Is(err, context.DeadlineExceeded) {
 							st.hangs.Add(1)
+						}
+						if errors.Is(err, fairlock.ErrPlaceLost) {
+							st.placeLost.Add(1)
 						}
 						time.Sleep(20 * time.Millisecond)
 						continue
@@ -922,6 +926,9 @@ func failoverReport(t *testing.T, what string, ls []*fairlock.Locker, names []st
 	}
 	if st.hangs.Load() != 0 {
 		t.Errorf("%d Acquire calls hung until the %v bound", st.hangs.Load(), attemptBound)
+	}
+	if n := st.placeLost.Load(); n != 0 {
+		t.Errorf("%d Acquire calls returned ErrPlaceLost, which only events carry", n)
 	}
 	if after1 == after0 {
 		t.Errorf("no grant in the last second: the drain did not continue")

@@ -124,7 +124,15 @@ func (a *attempt) run(ctx context.Context) (*Lease, error) {
 		case err != nil:
 			return nil, ctxError(ctx, failed("acquire", ref.name, err))
 		case reply > 0:
-			return a.l.grant(ctx, w, reply, false)
+			lease, err := a.l.grant(ctx, w, reply, false)
+			if err != ErrPlaceLost {
+				return lease, err
+			}
+			// Its session ended as it was granted: start again in a new one.
+			if lost++; lost > sessionRetries {
+				return nil, failed("acquire", ref.name, errSessionGone)
+			}
+			continue
 		case reply == 0:
 			ref.markBusy(a.l.cfg.heartbeat())
 			a.l.drop(w)
@@ -160,6 +168,9 @@ func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Le
 			a.l.confirm(w.session, w.sent, true, true)
 		}
 		lease, err := a.l.grant(ctx, w, fence, false)
+		if err == ErrPlaceLost {
+			return nil, false, errSessionGone
+		}
 		return lease, true, err
 	}
 	if open != nil {
