@@ -105,13 +105,8 @@ func (a *attempt) run(ctx context.Context) (*Lease, error) {
 			}
 			open = a.l.stillToOpen(w.session, open)
 		}
-		if a.wait && !a.subscribed {
-			// Subscribed before the enqueue, so that no grant message can
-			// come before the listener.
-			if err := a.l.notifier.subscribe(ctx, ref); err != nil {
-				return nil, a.fail(w, ctxError(ctx, fmt.Errorf("fairlock: subscribe: %w", err)), false)
-			}
-			a.subscribed = true
+		if err := a.subscribe(ctx, w); err != nil {
+			return nil, err
 		}
 		a.l.listen(w)
 		reply, err := a.enqueue(ctx, w, open)
@@ -145,6 +140,20 @@ func (a *attempt) run(ctx context.Context) (*Lease, error) {
 			return lease, err
 		}
 	}
+}
+
+// subscribe subscribes a call that waits to its lock's grant messages
+// before its first enqueue, so that no message can come before the
+// listener.
+func (a *attempt) subscribe(ctx context.Context, w *waiter) error {
+	if !a.wait || a.subscribed {
+		return nil
+	}
+	if err := a.l.notifier.subscribe(ctx, a.req.ref); err != nil {
+		return a.fail(w, ctxError(ctx, fmt.Errorf("fairlock: subscribe: %w", err)), false)
+	}
+	a.subscribed = true
+	return nil
 }
 
 // tryFast runs the fast path; done is false when the call goes on to the
