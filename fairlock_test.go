@@ -1309,12 +1309,11 @@ func TestFault10_SlowNetwork(t *testing.T) {
 		e.settle(name)
 	})
 	t.Run("grant-message-late", func(t *testing.T) {
-		// The head waiter's replies and messages are delayed 700ms, so
-		// that its grant message comes when less than a heartbeat is left
-		// of the lease it last heard Redis renew: it must confirm the grant,
-		// and the confirmation's reply comes after the grant (waiter TTL 1s)
-		// has expired and gone to the next waiter. Acquire must not then
-		// return a lease that Redis gives to somebody else.
+		// The head waiter's replies and messages are delayed 700ms (its
+		// waiter TTL is 1s), so its grant message comes late. Whatever it
+		// then does, Acquire must not return a lease that Redis gives to
+		// somebody else, and the next waiter is granted within
+		// T_waiter + h.
 		name := "lategrant"
 		px, slow := e.spawnVia(t, readTimeout(2*time.Second), observe())
 		fast := e.c.Spawn()
