@@ -123,7 +123,7 @@ func (a *attempt) run(ctx context.Context) (*Lease, error) {
 			if err != ErrPlaceLost {
 				return lease, err
 			}
-			// Its session ended as it was granted: start again in a new one.
+			// Its session ended as it was granted: start again.
 			if lost++; lost > sessionRetries {
 				return nil, failed("acquire", ref.name, errSessionGone)
 			}
@@ -401,7 +401,8 @@ func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, queued bool)
 	case closed:
 		return nil, l.giveUp(ctx, s, w, queued, ErrClosed)
 	case !live:
-		// Its session ended meanwhile: nobody counts the grant as held.
+		// Its session ended, or outlived its local deadline, meanwhile:
+		// nobody counts the grant as held, and it dies with the session.
 		s.end(ErrLost, false)
 		e := w.event(EventCancelled)
 		e.Wait, e.Queued, e.Err = time.Since(w.start), queued, ErrPlaceLost

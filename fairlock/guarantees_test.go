@@ -257,6 +257,35 @@ func TestFailedCallsHoldNothing(t *testing.T) {
 	})
 }
 
+// A grant whose reply comes after its session's local deadline is not
+// handed out (the caller cannot trust a lease it may already have lost);
+// Acquire starts again, a bounded number of times, and the grants it did
+// not hand out die with their session, so the lock is not left held.
+func TestLateGrantIsNotHandedOut(t *testing.T) {
+	srv := redistest.Start(t)
+	px := redistest.StartProxy(t, srv.Addr)
+	c := redis.NewClient(&redis.Options{Addr: px.Addr, ReadTimeout: 10 * time.Second})
+	t.Cleanup(func() { c.Close() })
+	const ttl = 300 * time.Millisecond
+	l := newLocker(t, c, fairlock.WithLeaseTTL(ttl), fairlock.WithWaiterTTL(ttl))
+	released(t, mustAcquire(t, l, "warm"))
+	// Requests reach Redis at once; every reply comes later than the lease
+	// TTL minus the margin, so no renewal or grant is ever in time.
+	px.SetLatency(0, ttl+100*time.Millisecond)
+	s, err := l.Acquire(withTimeout(t, 30*time.Second), "late")
+	px.SetLatency(0, 0)
+	if err == nil {
+		released(t, s)
+		t.Fatal("Acquire handed out a grant that came after its session's local deadline")
+	}
+	t.Logf("Acquire: %v", err)
+	other, err := newLocker(t, srv.Client(t)).TryAcquire(withTimeout(t, 5*time.Second), "late")
+	if err != nil {
+		t.Fatalf("after the failed Acquire: %v, want the lock free (held by %q)", err, holderOf(t, l, "late"))
+	}
+	released(t, other)
+}
+
 // After a Redis restart, every Locker's first Acquire works, and none is
 // left holding a lock it was told it did not get.
 func TestFirstAcquiresAfterARestart(t *testing.T) {
