@@ -77,7 +77,8 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 		fmt.Fprintf(w, "  %-10s %-22s %-13v %d\n", r.name, counts, r.c.maxWait.Round(time.Millisecond), r.c.most)
 	}
 	// FIFO hands the permits round-robin, so every worker gets about the same
-	// share; allow for the first round, when workers join at different times.
+	// share; allow for a worker that a busy machine slows between a release
+	// and its next ask.
 	if slices.Min(fair.grants) < jobs/contenders/2 {
 		return fmt.Errorf("fairlock starved a worker: %v", fair.grants)
 	}
@@ -179,18 +180,21 @@ const (
 	spinRetry  = 20 * time.Millisecond // a common retry delay, as in orderedjobs
 )
 
-// semaphore is what contend needs: take a permit, get the way to give it back.
+// semaphore is what contend needs: take a permit, get the way to give it
+// back. acquire calls inLine once the caller has its place in line.
 type semaphore interface {
-	acquire(ctx context.Context) (release func(context.Context) error, err error)
+	acquire(ctx context.Context, inLine func()) (release func(context.Context) error, err error)
 }
 
 type fairSemaphore struct{ sem *fairlock.Semaphore }
 
-func (s fairSemaphore) acquire(ctx context.Context) (func(context.Context) error, error) {
-	lease, err := s.sem.Acquire(ctx, 1)
+// acquire's caller is in line once it has queued, or got a permit at once.
+func (s fairSemaphore) acquire(ctx context.Context, inLine func()) (func(context.Context) error, error) {
+	lease, err := s.sem.Acquire(ctx, 1, fairlock.OnQueued(func(int) { inLine() }))
 	if err != nil {
 		return nil, err
 	}
+	inLine()
 	return lease.Release, nil
 }
 
@@ -202,11 +206,14 @@ type contention struct {
 
 // contend runs workers that each take a permit, run a job for hold, give
 // the permit back and immediately want another, until jobs have started.
+// Jobs count once every worker is in line: a worker that a busy machine
+// started late was not starved by the semaphore.
 func contend(ctx context.Context, newSemaphore func(worker int) semaphore) (contention, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
 		total, running atomic.Int64
+		inLine         atomic.Int64 // workers in line
 		mu             sync.Mutex
 		res            = contention{grants: make([]int, contenders)}
 		wg             sync.WaitGroup
@@ -214,10 +221,11 @@ func contend(ctx context.Context, newSemaphore func(worker int) semaphore) (cont
 	)
 	for i := range contenders {
 		sem := newSemaphore(i)
+		joined := sync.OnceFunc(func() { inLine.Add(1) })
 		wg.Go(func() {
 			for {
 				start := time.Now()
-				release, err := sem.acquire(ctx)
+				release, err := sem.acquire(ctx, joined)
 				waited := time.Since(start)
 				mu.Lock()
 				res.maxWait = max(res.maxWait, waited)
@@ -228,11 +236,16 @@ func contend(ctx context.Context, newSemaphore func(worker int) semaphore) (cont
 					}
 					return
 				}
-				n := total.Add(1)
+				var n int64 // 0 for a job that does not count
+				if inLine.Load() == contenders {
+					n = total.Add(1)
+				}
 				if n <= jobs {
 					now := running.Add(1)
 					mu.Lock()
-					res.grants[i]++
+					if n > 0 {
+						res.grants[i]++
+					}
 					res.most = max(res.most, now)
 					mu.Unlock()
 					time.Sleep(hold)

@@ -35,7 +35,9 @@ return 1`)
 
 // acquire spins until it holds a permit, and returns the function that
 // gives it back.
-func (s spinSemaphore) acquire(ctx context.Context) (func(context.Context) error, error) {
+// Without a queue, the caller is in line as soon as it asks.
+func (s spinSemaphore) acquire(ctx context.Context, inLine func()) (func(context.Context) error, error) {
+	inLine()
 	token := rand.Text()
 	for {
 		ok, err := takePermit.Run(ctx, s.rdb, []string{s.key}, s.capacity, token, s.ttl.Milliseconds()).Int()

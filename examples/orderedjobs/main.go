@@ -66,7 +66,8 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 		fmt.Fprintf(w, "  %-12s %-20s %v\n", r.name, counts, r.c.maxWait.Round(time.Millisecond))
 	}
 	// FIFO hands the lock round-robin, so every worker gets about the same
-	// share; allow for the first round, when workers join at different times.
+	// share; allow for a worker that a busy machine slows between a release
+	// and its next ask.
 	if slices.Min(fair.grants) < grants/contenders/2 {
 		return fmt.Errorf("fairlock starved a worker: %v", fair.grants)
 	}
@@ -145,9 +146,10 @@ const (
 	spinRetry  = 20 * time.Millisecond // a common retry delay for spin locks
 )
 
-// mutex is what contend needs of a lock: take it, get the way to give it back.
+// mutex is what contend needs of a lock: take it, get the way to give it
+// back. lock calls inLine once the caller has its place in line.
 type mutex interface {
-	lock(ctx context.Context) (unlock func(context.Context) error, err error)
+	lock(ctx context.Context, inLine func()) (unlock func(context.Context) error, err error)
 }
 
 type fairMutex struct {
@@ -155,11 +157,13 @@ type fairMutex struct {
 	name string
 }
 
-func (m fairMutex) lock(ctx context.Context) (func(context.Context) error, error) {
-	lease, err := m.l.Acquire(ctx, m.name)
+// lock's caller is in line once it has queued, or got the lock at once.
+func (m fairMutex) lock(ctx context.Context, inLine func()) (func(context.Context) error, error) {
+	lease, err := m.l.Acquire(ctx, m.name, fairlock.OnQueued(func(int) { inLine() }))
 	if err != nil {
 		return nil, err
 	}
+	inLine()
 	return lease.Release, nil
 }
 
@@ -170,22 +174,26 @@ type contention struct {
 
 // contend runs workers that each take the lock, work for hold, release it
 // and immediately want it again, until the lock was granted `grants` times.
+// Grants count once every worker is in line: a worker that a busy machine
+// started late was not starved by the lock.
 func contend(ctx context.Context, newMutex func(worker int) mutex) (contention, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
-		total atomic.Int64
-		mu    sync.Mutex
-		res   = contention{grants: make([]int, contenders)}
-		wg    sync.WaitGroup
-		errs  = make(chan error, contenders)
+		total  atomic.Int64
+		inLine atomic.Int64 // workers in line
+		mu     sync.Mutex
+		res    = contention{grants: make([]int, contenders)}
+		wg     sync.WaitGroup
+		errs   = make(chan error, contenders)
 	)
 	for i := range contenders {
 		m := newMutex(i)
+		joined := sync.OnceFunc(func() { inLine.Add(1) })
 		wg.Go(func() {
 			for {
 				start := time.Now()
-				unlock, err := m.lock(ctx)
+				unlock, err := m.lock(ctx, joined)
 				waited := time.Since(start)
 				mu.Lock()
 				res.maxWait = max(res.maxWait, waited)
@@ -196,10 +204,15 @@ func contend(ctx context.Context, newMutex func(worker int) mutex) (contention, 
 					}
 					return
 				}
-				n := total.Add(1)
+				var n int64 // 0 for a grant that does not count
+				if inLine.Load() == contenders {
+					n = total.Add(1)
+				}
 				if n <= grants {
 					mu.Lock()
-					res.grants[i]++
+					if n > 0 {
+						res.grants[i]++
+					}
 					mu.Unlock()
 					time.Sleep(hold)
 				}

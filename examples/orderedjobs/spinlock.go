@@ -26,7 +26,9 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0`)
 
 // lock spins until it owns the key, and returns the function that unlocks.
-func (s spinLock) lock(ctx context.Context) (func(context.Context) error, error) {
+// Without a queue, the caller is in line as soon as it asks.
+func (s spinLock) lock(ctx context.Context, inLine func()) (func(context.Context) error, error) {
+	inLine()
 	token := rand.Text()
 	for {
 		ok, err := s.rdb.SetNX(ctx, s.key, token, s.ttl).Result()

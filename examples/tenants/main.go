@@ -44,7 +44,7 @@ func main() { exampleredis.Main(run) }
 func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	fmt.Fprintln(w, "using", rdb)
 	fmt.Fprintf(w, "a noisy tenant keeps %d jobs queued; %d quiet tenants send one job, then pause %v;\n"+
-		"%d jobs run at once, each for %v; each run lasts %v\n", backlog, quiet, pause, capacity, job, runFor)
+		"%d jobs run at once, each for %v; each run lasts %v, and then until every tenant had a job\n", backlog, quiet, pause, capacity, job, runFor)
 	for _, grouped := range []bool{false, true} {
 		stats, err := contend(ctx, rdb, grouped)
 		if err != nil {
@@ -58,7 +58,7 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 			total += s.grants
 		}
 		for _, s := range stats {
-			if s.grants == 0 && grouped {
+			if s.grants == 0 {
 				return fmt.Errorf("%s was never served", s.tenant)
 			}
 			mean := s.waited / time.Duration(max(s.grants, 1))
@@ -76,33 +76,40 @@ type tenantStats struct {
 	worst  time.Duration // counting a wait cut off at the end
 }
 
-// contend runs every tenant for runFor on a semaphore of its own for this
-// run, with or without a group per tenant.
+// contend runs every tenant on a semaphore of its own for this run, with or
+// without a group per tenant. The run lasts runFor and then until every
+// tenant has had a job, so that a slow machine, where starting the
+// goroutines can take much of runFor, still shows every tenant's wait; run's
+// context bounds that.
 func contend(ctx context.Context, rdb *exampleredis.Redis, grouped bool) ([]tenantStats, error) {
 	name := map[bool]string{false: "jobs-fifo", true: "jobs-grouped"}[grouped]
-	runCtx, stop := context.WithTimeout(ctx, runFor)
-	defer stop()
-	var (
-		mu    sync.Mutex
-		wg    sync.WaitGroup
-		stats = make([]tenantStats, 1+quiet)
-		errs  = make(chan error, backlog+quiet)
-	)
-	for i := range stats {
-		tenant, workers, rest := "noisy", backlog, time.Duration(0)
-		if i > 0 {
-			tenant, workers, rest = fmt.Sprintf("quiet-%d", i), 1, pause
-		}
-		stats[i].tenant = tenant
+	sems := make([]*fairlock.Semaphore, 1+quiet)
+	for i := range sems {
 		l, err := fairlock.New(rdb.NewClient(), fairlock.WithKeyPrefix(prefix))
 		if err != nil {
 			return nil, err
 		}
 		defer l.Close()
-		sem, err := l.Semaphore(name, capacity)
-		if err != nil {
+		if sems[i], err = l.Semaphore(name, capacity); err != nil {
 			return nil, err
 		}
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var (
+		mu        sync.Mutex
+		wg        sync.WaitGroup
+		stats     = make([]tenantStats, len(sems))
+		unserved  = len(sems)
+		allServed = make(chan struct{})
+		errs      = make(chan error, backlog+quiet)
+	)
+	for i, sem := range sems {
+		tenant, workers, rest := "noisy", backlog, time.Duration(0)
+		if i > 0 {
+			tenant, workers, rest = fmt.Sprintf("quiet-%d", i), 1, pause
+		}
+		stats[i].tenant = tenant
 		var opts []fairlock.AcquireOption
 		if grouped {
 			opts = append(opts, fairlock.WithGroup(tenant))
@@ -115,6 +122,11 @@ func contend(ctx context.Context, rdb *exampleredis.Redis, grouped bool) ([]tena
 					waited := time.Since(asked)
 					mu.Lock()
 					if s := &stats[i]; err == nil {
+						if s.grants == 0 {
+							if unserved--; unserved == 0 {
+								close(allServed)
+							}
+						}
 						s.grants, s.waited, s.worst = s.grants+1, s.waited+waited, max(s.worst, waited)
 					} else {
 						s.worst = max(s.worst, waited)
@@ -140,6 +152,15 @@ func contend(ctx context.Context, rdb *exampleredis.Redis, grouped bool) ([]tena
 			})
 		}
 	}
+	select {
+	case <-time.After(runFor):
+	case <-ctx.Done():
+	}
+	select {
+	case <-allServed:
+	case <-ctx.Done():
+	}
+	stop()
 	wg.Wait()
 	close(errs)
 	var all []error
