@@ -34,6 +34,33 @@ func findContended(res *Results, peer, variant string) *ContendedResult {
 	return nil
 }
 
+// contendedVariants are the variants of the contended rows ("16x1",
+// "4x4"), in the order they ran.
+func contendedVariants(res *Results) []string {
+	var vs []string
+	seen := map[string]bool{}
+	for _, c := range res.Contended {
+		if !seen[c.Variant] {
+			seen[c.Variant] = true
+			vs = append(vs, c.Variant)
+		}
+	}
+	return vs
+}
+
+// tally counts the targets met and those not evaluated.
+func tally(ts []Target) (met, na int) {
+	for _, t := range ts {
+		if t.Met {
+			met++
+		}
+		if t.NA {
+			na++
+		}
+	}
+	return met, na
+}
+
 func rtt(res *Results) float64 {
 	if res.Limit == nil || res.Limit.PingP50us == 0 {
 		return math.NaN()
@@ -143,15 +170,7 @@ func evalTargets(res *Results) []Target {
 		}
 	}
 	// contended, each variant
-	variants := []string{}
-	seen := map[string]bool{}
-	for _, c := range res.Contended {
-		if !seen[c.Variant] {
-			seen[c.Variant] = true
-			variants = append(variants, c.Variant)
-		}
-	}
-	for _, v := range variants {
+	for _, v := range contendedVariants(res) {
 		f := findContended(res, "fairlock", v)
 		if f == nil {
 			continue
@@ -396,15 +415,7 @@ func markdown(res *Results) string {
 			p("fairlock/naive %.3f over %d slice pairs (per pair: min %.2f, median %.2f, max %.2f, sd %.3f); in the fast mode (p10) %.3f. Command: `%s`\n\n", sb.Ratio, sb.Slices, sb.SliceRatioMin, sb.SliceRatioMedian, sb.SliceRatioMax, sb.SliceRatioSD, sb.P10Ratio, sb.Command)
 		}
 	}
-	vs := []string{}
-	seen := map[string]bool{}
-	for _, c := range res.Contended {
-		if !seen[c.Variant] {
-			seen[c.Variant] = true
-			vs = append(vs, c.Variant)
-		}
-	}
-	for _, v := range vs {
+	for _, v := range contendedVariants(res) {
 		var f *ContendedResult
 		for i := range res.Contended {
 			if res.Contended[i].Variant == v && res.Contended[i].Peer == "fairlock" {
@@ -481,15 +492,7 @@ func markdown(res *Results) string {
 	}
 	kindTables(&b, res)
 	if len(res.Targets) > 0 {
-		met, na := 0, 0
-		for _, t := range res.Targets {
-			if t.Met {
-				met++
-			}
-			if t.NA {
-				na++
-			}
-		}
+		met, na := tally(res.Targets)
 		p("## Targets (issues 4, 9, 10, the fair-lock issue's and fair share's): %d of %d met", met, len(res.Targets)-na)
 		if na > 0 {
 			p(", %d not evaluated", na)
@@ -515,9 +518,8 @@ func markdown(res *Results) string {
 	return b.String()
 }
 
-// perCycleLine lists commands per cycle and Redis's µs per call of each,
-// most frequent first.
-func perCycleLine(per, usec map[string]float64) string {
+// mostFirst is per's commands, most frequent first, then by name.
+func mostFirst(per map[string]float64) []string {
 	keys := make([]string, 0, len(per))
 	for k := range per {
 		keys = append(keys, k)
@@ -525,8 +527,14 @@ func perCycleLine(per, usec map[string]float64) string {
 	sort.Slice(keys, func(i, j int) bool {
 		return per[keys[i]] > per[keys[j]] || per[keys[i]] == per[keys[j]] && keys[i] < keys[j]
 	})
+	return keys
+}
+
+// perCycleLine lists commands per cycle and Redis's µs per call of each,
+// most frequent first.
+func perCycleLine(per, usec map[string]float64) string {
 	var parts []string
-	for _, k := range keys {
+	for _, k := range mostFirst(per) {
 		if per[k] < 0.01 {
 			continue
 		}
@@ -537,15 +545,8 @@ func perCycleLine(per, usec map[string]float64) string {
 
 // perSecLine lists commands per second, most frequent first, the top 6.
 func perSecLine(per map[string]float64) string {
-	keys := make([]string, 0, len(per))
-	for k := range per {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool {
-		return per[keys[i]] > per[keys[j]] || per[keys[i]] == per[keys[j]] && keys[i] < keys[j]
-	})
 	var parts []string
-	for i, k := range keys {
+	for i, k := range mostFirst(per) {
 		if i == 6 {
 			break
 		}

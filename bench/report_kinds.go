@@ -183,6 +183,9 @@ func kindTargets(res *Results) []Target {
 	order := func(area string, f *KindResult) {
 		add(area, "zero grants that broke FIFO order", fmt.Sprintf("%d of %d checkable grants (by %s)", f.OrderBroken, f.OrderChecked, f.OrderBy), f.OrderBroken == 0)
 	}
+	noOverCapacity := func(area string, f *KindResult) {
+		add(area, "zero over-capacity moments", fmt.Sprintf("%d (interval check), %d (in-process counter)", f.OverCapacity, f.OverCapacityAtomic), f.OverCapacity == 0 && f.OverCapacityAtomic == 0)
+	}
 	if f := kindRow(res.Semaphore, "fairlock"); f != nil {
 		area := kindArea(*f)
 		if sp := spinnerRow(res.Semaphore); sp != nil {
@@ -190,7 +193,7 @@ func kindTargets(res *Results) []Target {
 		}
 		add(area, "Jain's index ≥ 0.999", fmt.Sprintf("%.5f (min %d / max %d grants)", f.Jain, f.MinGrants, f.MaxGrants), f.Jain >= 0.999)
 		order(area, f)
-		add(area, "zero over-capacity moments", fmt.Sprintf("%d (interval check), %d (in-process counter)", f.OverCapacity, f.OverCapacityAtomic), f.OverCapacity == 0 && f.OverCapacityAtomic == 0)
+		noOverCapacity(area, f)
 		noErrors(area, f)
 	}
 	if f := kindRow(res.RWMutex, "fairlock"); f != nil && f.Writers != nil {
@@ -225,7 +228,7 @@ func kindTargets(res *Results) []Target {
 		add(area, fmt.Sprintf("the big worker's grants (%d permits each) ≥ 0.9× a small worker's mean", f.BigPermits),
 			fmt.Sprintf("%d vs %.1f = %.3f×", f.Big.Grants, f.SmallMeanGrants, float64(f.Big.Grants)/math.Max(f.SmallMeanGrants, 1e-9)), float64(f.Big.Grants) >= 0.9*f.SmallMeanGrants)
 		order(area, f)
-		add(area, "zero over-capacity moments", fmt.Sprintf("%d (interval check), %d (in-process counter)", f.OverCapacity, f.OverCapacityAtomic), f.OverCapacity == 0 && f.OverCapacityAtomic == 0)
+		noOverCapacity(area, f)
 		noErrors(area, f)
 	}
 	if g, fifo := tenantRow(res.Tenants, true), tenantRow(res.Tenants, false); g != nil {
@@ -252,7 +255,7 @@ func kindTargets(res *Results) []Target {
 		if fifo != nil && fifo.GrantsPerSec > 0 {
 			add(area, "total grants/s with groups ≥ 0.95× plain FIFO's", fmt.Sprintf("%.0f vs %.0f = %.3f×", g.GrantsPerSec, fifo.GrantsPerSec, g.GrantsPerSec/fifo.GrantsPerSec), g.GrantsPerSec >= 0.95*fifo.GrantsPerSec)
 		}
-		add(area, "zero over-capacity moments", fmt.Sprintf("%d (interval check), %d (in-process counter)", g.OverCapacity, g.OverCapacityAtomic), g.OverCapacity == 0 && g.OverCapacityAtomic == 0)
+		noOverCapacity(area, g)
 		noErrors(area, g)
 	}
 	var small, big *ScaleResult
