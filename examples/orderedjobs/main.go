@@ -15,11 +15,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
+	"github.com/fairlock/fairlock/examples/internal/contention"
 	"github.com/fairlock/fairlock/examples/internal/exampleredis"
 	"github.com/fairlock/fairlock/fairlock"
 )
@@ -32,44 +30,37 @@ func main() { exampleredis.Main(run) }
 func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	fmt.Fprintln(w, "using", rdb)
 
-	lockers := make([]*fairlock.Locker, 4)
-	for i := range lockers {
-		l, err := fairlock.New(rdb.NewClient(), fairlock.WithKeyPrefix(prefix))
-		if err != nil {
-			return err
-		}
-		defer l.Close()
-		lockers[i] = l
+	lockers, err := contention.NewLockers(rdb, contenders, fairlock.WithKeyPrefix(prefix))
+	if err != nil {
+		return err
 	}
+	defer lockers.Close()
 	if err := inOrder(ctx, w, rdb, lockers[:3]); err != nil {
 		return err
 	}
 
-	fair, err := contend(ctx, func(i int) mutex { return fairMutex{lockers[i], "hot"} })
+	load := contention.Load{Workers: contenders, Grants: grants, Hold: hold}
+	fair, err := load.Run(ctx, func(i int) contention.Acquire { return fairMutex{lockers[i], "hot"}.lock })
 	if err != nil {
 		return err
 	}
-	spin, err := contend(ctx, func(int) mutex {
-		return spinLock{rdb: rdb.Client, key: prefix + ":spin:hot", ttl: time.Second, retry: spinRetry}
+	spin, err := load.Run(ctx, func(int) contention.Acquire {
+		return spinLock{rdb: rdb.Client, key: prefix + ":spin:hot", ttl: time.Second, retry: spinRetry}.lock
 	})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\n%d workers contend for one lock until it is granted %d times; each holds it %v\n"+
 		"and wants it again at once; the spin lock retries every %v:\n", contenders, grants, hold, spinRetry)
-	fmt.Fprintf(w, "  %-12s %-20s %s\n", "", "grants per worker", "longest wait")
-	for _, r := range []struct {
-		name string
-		c    contention
-	}{{"fairlock", fair}, {"SET NX spin", spin}} {
-		counts := strings.Trim(fmt.Sprint(r.c.grants), "[]")
-		fmt.Fprintf(w, "  %-12s %-20s %v\n", r.name, counts, r.c.maxWait.Round(time.Millisecond))
-	}
+	table := contention.Table{-12, -20}
+	table.Row(w, "", "grants per worker", "longest wait")
+	table.Row(w, "fairlock", fair.Counts(), fair.Worst().Round(time.Millisecond))
+	table.Row(w, "SET NX spin", spin.Counts(), spin.Worst().Round(time.Millisecond))
 	// FIFO hands the lock round-robin, so every worker gets about the same
 	// share; allow for a worker that a busy machine slows between a release
 	// and its next ask.
-	if slices.Min(fair.grants) < grants/contenders/2 {
-		return fmt.Errorf("fairlock starved a worker: %v", fair.grants)
+	if slices.Min(fair.Grants()) < grants/contenders/2 {
+		return fmt.Errorf("fairlock starved a worker: %v", fair.Grants())
 	}
 	return nil
 }
@@ -88,32 +79,25 @@ func inOrder(ctx context.Context, w io.Writer, rdb *exampleredis.Redis, workers 
 		}
 	}
 	arrived := map[string][]int{}
-	errs := make(chan error, jobs)
+	// The next job arrives only after this one has reached the lock (queued,
+	// or granted at once), which makes arrival order certain.
+	var arrivals contention.Arrivals
 	for job := 1; job <= jobs; job++ {
 		customer := customers[(job-1)%len(customers)]
 		worker := (job - 1) % len(workers)
 		arrived[customer] = append(arrived[customer], job)
 		fmt.Fprintf(w, "  job %2d for %-6s arrives at worker %d\n", job, customer, worker+1)
-		// The next job arrives only after this one has reached the lock
-		// (queued, or granted at once), which makes arrival order certain.
-		in := make(chan struct{})
-		var once sync.Once
-		reached := func(int) { once.Do(func() { close(in) }) }
-		go func() {
+		arrivals.Arrive(func(reached func(int)) error {
 			lease, err := workers[worker].Acquire(ctx, "customer:"+customer, fairlock.OnQueued(reached))
 			reached(0)
 			if err != nil {
-				errs <- err
-				return
+				return err
 			}
-			errs <- errors.Join(process(ctx, rdb, customer, job), lease.Release(ctx))
-		}()
-		<-in
+			return errors.Join(process(ctx, rdb, customer, job), lease.Release(ctx))
+		})
 	}
-	for range jobs {
-		if err := <-errs; err != nil {
-			return err
-		}
+	if err := arrivals.Wait(); err != nil {
+		return err
 	}
 	for _, c := range customers {
 		var processed []int
@@ -146,92 +130,17 @@ const (
 	spinRetry  = 20 * time.Millisecond // a common retry delay for spin locks
 )
 
-// mutex is what contend needs of a lock: take it, get the way to give it
-// back. lock calls inLine once the caller has its place in line.
-type mutex interface {
-	lock(ctx context.Context, inLine func()) (unlock func(context.Context) error, err error)
-}
-
 type fairMutex struct {
 	l    *fairlock.Locker
 	name string
 }
 
-// lock's caller is in line once it has queued, or got the lock at once.
+// lock is a contention.Acquire: the caller is in line once it has queued;
+// one granted at once is in line by then too.
 func (m fairMutex) lock(ctx context.Context, inLine func()) (func(context.Context) error, error) {
 	lease, err := m.l.Acquire(ctx, m.name, fairlock.OnQueued(func(int) { inLine() }))
 	if err != nil {
 		return nil, err
 	}
-	inLine()
 	return lease.Release, nil
-}
-
-type contention struct {
-	grants  []int         // grants per worker
-	maxWait time.Duration // longest any worker waited, counting a wait cut off at the end
-}
-
-// contend runs workers that each take the lock, work for hold, release it
-// and immediately want it again, until the lock was granted `grants` times.
-// Grants count once every worker is in line: a worker that a busy machine
-// started late was not starved by the lock.
-func contend(ctx context.Context, newMutex func(worker int) mutex) (contention, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var (
-		total  atomic.Int64
-		inLine atomic.Int64 // workers in line
-		mu     sync.Mutex
-		res    = contention{grants: make([]int, contenders)}
-		wg     sync.WaitGroup
-		errs   = make(chan error, contenders)
-	)
-	for i := range contenders {
-		m := newMutex(i)
-		joined := sync.OnceFunc(func() { inLine.Add(1) })
-		wg.Go(func() {
-			for {
-				start := time.Now()
-				unlock, err := m.lock(ctx, joined)
-				waited := time.Since(start)
-				mu.Lock()
-				res.maxWait = max(res.maxWait, waited)
-				mu.Unlock()
-				if err != nil {
-					if ctx.Err() == nil {
-						errs <- err
-					}
-					return
-				}
-				var n int64 // 0 for a grant that does not count
-				if inLine.Load() == contenders {
-					n = total.Add(1)
-				}
-				if n <= grants {
-					mu.Lock()
-					if n > 0 {
-						res.grants[i]++
-					}
-					mu.Unlock()
-					time.Sleep(hold)
-				}
-				if err := unlock(context.WithoutCancel(ctx)); err != nil {
-					errs <- err
-					return
-				}
-				if n >= grants {
-					cancel()
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	var all []error
-	for err := range errs {
-		all = append(all, err)
-	}
-	return res, errors.Join(all...)
 }

@@ -17,10 +17,10 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/fairlock/fairlock/examples/internal/contention"
 	"github.com/fairlock/fairlock/examples/internal/exampleredis"
 	"github.com/fairlock/fairlock/fairlock"
 )
@@ -44,15 +44,11 @@ func main() { exampleredis.Main(run) }
 // run is the example; exampleredis.Main opens rdb and passes it in.
 func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	fmt.Fprintln(w, "using", rdb)
-	lockers := make([]*fairlock.Locker, 4)
-	for i := range lockers {
-		l, err := fairlock.New(rdb.NewClient(), fairlock.WithKeyPrefix(prefix))
-		if err != nil {
-			return err
-		}
-		defer l.Close()
-		lockers[i] = l
+	lockers, err := contention.NewLockers(rdb, 4, fairlock.WithKeyPrefix(prefix))
+	if err != nil {
+		return err
 	}
+	defer lockers.Close()
 
 	fair, err := readMostly(ctx, rdb, func(i int) rwLock {
 		m, err := lockers[i%len(lockers)].RWMutex("config")
@@ -75,7 +71,8 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 		"a writer wants to update it every %v, %d times, and gives up an update after waiting %v.\n"+
 		"The lock without a queue retries every %v:\n",
 		readers, writeEach, updates, patience, spinRetry)
-	fmt.Fprintf(w, "  %-10s %-9s %-23s %-14s %-13s %s\n", "", "updates", "writer's longest wait", "reads served", "most readers", "torn reads")
+	table := contention.Table{-10, -9, -23, -14, -13}
+	table.Row(w, "", "updates", "writer's longest wait", "reads served", "most readers", "torn reads")
 	for _, r := range []struct {
 		name string
 		res  result
@@ -84,8 +81,8 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 		if r.res.gaveUp {
 			wait += " (never got in)"
 		}
-		fmt.Fprintf(w, "  %-10s %-9s %-23s %-14d %-13d %d\n", r.name,
-			fmt.Sprintf("%d of %d", r.res.updates, r.res.wanted), wait, r.res.reads, r.res.mostReaders, r.res.torn)
+		table.Row(w, r.name, fmt.Sprintf("%d of %d", r.res.updates, r.res.wanted), wait,
+			r.res.readers.Total(), r.res.readers.Most, r.res.torn)
 	}
 	if fair.updates != fair.wanted {
 		return fmt.Errorf("fairlock: the writer made %d of %d updates", fair.updates, fair.wanted)
@@ -93,7 +90,7 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	if fair.torn+spin.torn != 0 {
 		return fmt.Errorf("a reader saw a config half written: %d with fairlock, %d without a queue", fair.torn, spin.torn)
 	}
-	for i, n := range fair.perReader {
+	for i, n := range fair.readers.Grants() {
 		if n == 0 {
 			return fmt.Errorf("fairlock: reader %d was never served", i)
 		}
@@ -129,10 +126,8 @@ type result struct {
 	wanted, updates int           // updates the writer wanted to make, and made
 	writerWait      time.Duration // its longest wait, or how long it waited before it gave up
 	gaveUp          bool          // the writer gave up an update
-	reads           int
-	perReader       []int
-	mostReaders     int64 // most readers holding the lock at once
-	torn            int   // reads that saw a version without its body
+	readers         contention.Result
+	torn            int64 // reads that saw a version without its body
 }
 
 // readMostly runs a writer that, every writeEach, takes the lock alone and
@@ -145,95 +140,67 @@ func readMostly(ctx context.Context, rdb *exampleredis.Redis, newLock func(reade
 	if err := write(ctx, rdb, 0); err != nil {
 		return result{}, err
 	}
-	readersCtx, stopReaders := context.WithCancel(ctx)
-	defer stopReaders()
-	var (
-		res     = result{wanted: updates, perReader: make([]int, readers)}
-		mu      sync.Mutex
-		holding atomic.Int64
-		unread  = readers
-		allRead = make(chan struct{})
-		wg      sync.WaitGroup
-		errs    = make(chan error, readers+1)
-	)
+	var torn atomic.Int64
+	reading := contention.Start(ctx, readers)
 	for i := range readers {
 		l := newLock(i)
-		hold := 2*time.Millisecond + time.Duration(i)*time.Millisecond/4 // 2-4ms, so readers come and go at different times
-		wg.Go(func() {
-			for readersCtx.Err() == nil {
-				unlock, err := l.rlock(readersCtx)
-				if err != nil {
-					if readersCtx.Err() == nil {
-						errs <- err
-					}
-					return
-				}
-				now := holding.Add(1)
-				v, err := rdb.Client.MGet(ctx, config+":version", config+":body").Result()
-				mu.Lock()
-				res.reads++
-				if res.perReader[i]++; res.perReader[i] == 1 {
-					if unread--; unread == 0 {
-						close(allRead)
-					}
-				}
-				res.mostReaders = max(res.mostReaders, now)
-				if err == nil && v[1] != "v"+fmt.Sprint(v[0]) {
-					res.torn++
-				}
-				mu.Unlock()
-				time.Sleep(hold)
-				holding.Add(-1)
-				if err := errors.Join(err, unlock(context.WithoutCancel(ctx))); err != nil {
-					errs <- err
-					return
-				}
-			}
+		reading.Go(contention.Worker{
+			Slot: i,
+			Acquire: func(ctx context.Context, _ func()) (func(context.Context) error, error) {
+				return l.rlock(ctx)
+			},
+			Held: func(ctx context.Context) error { return read(ctx, rdb, &torn) },
+			Hold: 2*time.Millisecond + time.Duration(i)*time.Millisecond/4, // 2-4ms, so readers come and go at different times
 		})
 	}
-	writer := newLock(readers)
+	res, err := update(ctx, rdb, newLock(readers))
+	// Readers read on until every one of them has read.
+	var readErr error
+	res.readers, readErr = reading.Finish()
+	res.torn = torn.Load()
+	return res, errors.Join(err, readErr)
+}
+
+// update is the writer: every writeEach it takes the lock alone and writes
+// a new version, until it has made its updates or given up one, having
+// waited patience.
+func update(ctx context.Context, rdb *exampleredis.Redis, writer rwLock) (result, error) {
+	res := result{wanted: updates}
 	start := time.Now()
-	writerDone := make(chan struct{})
-	wg.Go(func() {
-		defer close(writerDone)
-		for version := 1; version <= updates; version++ {
-			select {
-			case <-time.After(time.Until(start.Add(time.Duration(version) * writeEach))):
-			case <-ctx.Done():
-				return
-			}
-			asked := time.Now()
-			waitCtx, cancel := context.WithTimeout(ctx, patience)
-			unlock, err := writer.lock(waitCtx)
-			cancel()
-			res.writerWait = max(res.writerWait, time.Since(asked))
-			if err != nil {
-				res.gaveUp = errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
-				if !res.gaveUp {
-					errs <- err
-				}
-				return
-			}
-			if err := errors.Join(write(ctx, rdb, version), unlock(context.WithoutCancel(ctx))); err != nil {
-				errs <- err
-				return
-			}
-			res.updates++
+	for version := 1; version <= updates; version++ {
+		select {
+		case <-time.After(time.Until(start.Add(time.Duration(version) * writeEach))):
+		case <-ctx.Done():
+			return res, nil
 		}
-	})
-	<-writerDone
-	select {
-	case <-allRead:
-	case <-ctx.Done():
+		asked := time.Now()
+		waitCtx, cancel := context.WithTimeout(ctx, patience)
+		unlock, err := writer.lock(waitCtx)
+		cancel()
+		res.writerWait = max(res.writerWait, time.Since(asked))
+		if err != nil {
+			res.gaveUp = errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
+			if res.gaveUp {
+				return res, nil
+			}
+			return res, err
+		}
+		if err := errors.Join(write(ctx, rdb, version), unlock(context.WithoutCancel(ctx))); err != nil {
+			return res, err
+		}
+		res.updates++
 	}
-	stopReaders()
-	wg.Wait()
-	close(errs)
-	var all []error
-	for err := range errs {
-		all = append(all, err)
+	return res, nil
+}
+
+// read is a reader's read of the config; it counts a torn read, a version
+// without its body.
+func read(ctx context.Context, rdb *exampleredis.Redis, torn *atomic.Int64) error {
+	v, err := rdb.Client.MGet(ctx, config+":version", config+":body").Result()
+	if err == nil && v[1] != "v"+fmt.Sprint(v[0]) {
+		torn.Add(1)
 	}
-	return res, errors.Join(all...)
+	return err
 }
 
 // write updates the config in two steps, the version and then its body,

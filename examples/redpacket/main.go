@@ -27,6 +27,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/fairlock/fairlock/examples/internal/contention"
 	"github.com/fairlock/fairlock/examples/internal/exampleredis"
 	"github.com/fairlock/fairlock/fairlock"
 )
@@ -134,7 +135,6 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	user := func(u int, queued func(position int)) error {
 		inst := u % instances
 		lease, err := lockers[inst].Acquire(ctx, lockName, fairlock.OnQueued(queued))
-		queued(0) // in case Acquire failed before queueing
 		if err != nil {
 			return fmt.Errorf("user %d: %w", u+1, err)
 		}
@@ -153,27 +153,12 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	}
 
 	// Users arrive one at a time: the next comes once this one is queued.
-	errs := make(chan error, users)
+	var arrivals contention.Arrivals
 	positions := make([]int, users)
 	for u := range users {
-		in := make(chan struct{})
-		var once sync.Once // a waiter evicted for silence queues again
-		go func() {
-			errs <- user(u, func(pos int) {
-				once.Do(func() {
-					positions[u] = pos
-					close(in)
-				})
-			})
-		}()
-		<-in
+		positions[u] = arrivals.Arrive(func(queued func(int)) error { return user(u, queued) })
 	}
-	var failed []error
-	failed = append(failed, sender.Release(ctx))
-	for range users {
-		failed = append(failed, <-errs)
-	}
-	if err := errors.Join(failed...); err != nil {
+	if err := errors.Join(sender.Release(ctx), arrivals.Wait()); err != nil {
 		return err
 	}
 

@@ -14,12 +14,11 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"time"
 
+	"github.com/fairlock/fairlock/examples/internal/contention"
 	"github.com/fairlock/fairlock/examples/internal/exampleredis"
 	"github.com/fairlock/fairlock/fairlock"
 )
@@ -46,34 +45,31 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	fmt.Fprintf(w, "a noisy tenant keeps %d jobs queued; %d quiet tenants send one job, then pause %v;\n"+
 		"%d jobs run at once, each for %v; each run lasts %v, and then until every tenant had a job\n", backlog, quiet, pause, capacity, job, runFor)
 	for _, grouped := range []bool{false, true} {
-		stats, err := contend(ctx, rdb, grouped)
+		res, err := contend(ctx, rdb, grouped)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintln(w, map[bool]string{false: "\nwithout groups: one FIFO line",
 			true: "\nwith fairlock.WithGroup(tenant): fair share between tenants"}[grouped])
-		fmt.Fprintf(w, "  %-8s %6s %6s %10s %11s\n", "tenant", "jobs", "share", "mean wait", "worst wait")
-		total := 0
-		for _, s := range stats {
-			total += s.grants
-		}
-		for _, s := range stats {
-			if s.grants == 0 {
-				return fmt.Errorf("%s was never served", s.tenant)
+		table := contention.Table{-8, 6, 6, 10, 11}
+		table.Row(w, "tenant", "jobs", "share", "mean wait", "worst wait")
+		for i, s := range res.Slots {
+			if s.Grants == 0 {
+				return fmt.Errorf("%s was never served", tenant(i))
 			}
-			mean := s.waited / time.Duration(max(s.grants, 1))
-			fmt.Fprintf(w, "  %-8s %6d %5.0f%% %10v %11v\n", s.tenant, s.grants, 100*float64(s.grants)/float64(total),
-				mean.Round(100*time.Microsecond), s.worst.Round(100*time.Microsecond))
+			share := fmt.Sprintf("%.0f%%", 100*float64(s.Grants)/float64(res.Total()))
+			table.Row(w, tenant(i), s.Grants, share, s.Mean().Round(100*time.Microsecond), s.Worst.Round(100*time.Microsecond))
 		}
 	}
 	return nil
 }
 
-type tenantStats struct {
-	tenant string
-	grants int
-	waited time.Duration // in all, over the grants
-	worst  time.Duration // counting a wait cut off at the end
+// tenant names tenant i: the noisy one, then the quiet ones.
+func tenant(i int) string {
+	if i == 0 {
+		return "noisy"
+	}
+	return fmt.Sprintf("quiet-%d", i)
 }
 
 // contend runs every tenant on a semaphore of its own for this run, with or
@@ -81,91 +77,43 @@ type tenantStats struct {
 // tenant has had a job, so that a slow machine, where starting the
 // goroutines can take much of runFor, still shows every tenant's wait; run's
 // context bounds that.
-func contend(ctx context.Context, rdb *exampleredis.Redis, grouped bool) ([]tenantStats, error) {
+func contend(ctx context.Context, rdb *exampleredis.Redis, grouped bool) (contention.Result, error) {
 	name := map[bool]string{false: "jobs-fifo", true: "jobs-grouped"}[grouped]
-	sems := make([]*fairlock.Semaphore, 1+quiet)
-	for i := range sems {
-		l, err := fairlock.New(rdb.NewClient(), fairlock.WithKeyPrefix(prefix))
-		if err != nil {
-			return nil, err
-		}
-		defer l.Close()
+	lockers, err := contention.NewLockers(rdb, 1+quiet, fairlock.WithKeyPrefix(prefix))
+	if err != nil {
+		return contention.Result{}, err
+	}
+	defer lockers.Close()
+	sems := make([]*fairlock.Semaphore, len(lockers))
+	for i, l := range lockers {
 		if sems[i], err = l.Semaphore(name, capacity); err != nil {
-			return nil, err
+			return contention.Result{}, err
 		}
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	var (
-		mu        sync.Mutex
-		wg        sync.WaitGroup
-		stats     = make([]tenantStats, len(sems))
-		unserved  = len(sems)
-		allServed = make(chan struct{})
-		errs      = make(chan error, backlog+quiet)
-	)
+	jobs := contention.Start(ctx, len(sems))
 	for i, sem := range sems {
-		tenant, workers, rest := "noisy", backlog, time.Duration(0)
-		if i > 0 {
-			tenant, workers, rest = fmt.Sprintf("quiet-%d", i), 1, pause
-		}
-		stats[i].tenant = tenant
 		var opts []fairlock.AcquireOption
 		if grouped {
-			opts = append(opts, fairlock.WithGroup(tenant))
+			opts = append(opts, fairlock.WithGroup(tenant(i)))
+		}
+		acquire := func(ctx context.Context, _ func()) (func(context.Context) error, error) {
+			lease, err := sem.Acquire(ctx, 1, opts...)
+			if err != nil {
+				return nil, err
+			}
+			return lease.Release, nil
+		}
+		workers, rest := backlog, time.Duration(0)
+		if i > 0 {
+			workers, rest = 1, pause
 		}
 		for range workers {
-			wg.Go(func() {
-				for {
-					asked := time.Now()
-					lease, err := sem.Acquire(runCtx, 1, opts...)
-					waited := time.Since(asked)
-					mu.Lock()
-					if s := &stats[i]; err == nil {
-						if s.grants == 0 {
-							if unserved--; unserved == 0 {
-								close(allServed)
-							}
-						}
-						s.grants, s.waited, s.worst = s.grants+1, s.waited+waited, max(s.worst, waited)
-					} else {
-						s.worst = max(s.worst, waited)
-					}
-					mu.Unlock()
-					if err != nil {
-						if runCtx.Err() == nil {
-							errs <- err
-						}
-						return
-					}
-					time.Sleep(job)
-					if err := lease.Release(context.WithoutCancel(ctx)); err != nil {
-						errs <- err
-						return
-					}
-					select {
-					case <-runCtx.Done():
-						return
-					case <-time.After(rest):
-					}
-				}
-			})
+			jobs.Go(contention.Worker{Slot: i, Acquire: acquire, Hold: job, Pause: rest})
 		}
 	}
 	select {
 	case <-time.After(runFor):
 	case <-ctx.Done():
 	}
-	select {
-	case <-allServed:
-	case <-ctx.Done():
-	}
-	stop()
-	wg.Wait()
-	close(errs)
-	var all []error
-	for err := range errs {
-		all = append(all, err)
-	}
-	return stats, errors.Join(all...)
+	return jobs.Finish()
 }
