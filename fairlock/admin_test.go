@@ -88,7 +88,8 @@ func goneWaiter(t testing.TB, rdb *redis.Client, space, name string) string {
 func liveSession(t testing.TB, rdb *redis.Client, id string, d time.Duration) string {
 	t.Helper()
 	ctx := context.Background()
-	rdb.Set(ctx, "fairlock:session:"+id, "", d)
+	rdb.HSet(ctx, "fairlock:session:"+id, "", "")
+	rdb.PExpire(ctx, "fairlock:session:"+id, d)
 	rdb.Set(ctx, "fairlock:session:"+id+":w", d.Milliseconds(), d)
 	return id
 }

@@ -119,7 +119,7 @@ func (a *attempt) run(ctx context.Context) (*Lease, error) {
 		case err != nil:
 			return nil, ctxError(ctx, failed("acquire", ref.name, err))
 		case reply > 0:
-			lease, err := a.l.grant(ctx, w, reply, false)
+			lease, err := a.l.grant(ctx, w, reply, false, false)
 			if err != ErrPlaceLost {
 				return lease, err
 			}
@@ -176,7 +176,7 @@ func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Le
 		if open != nil {
 			a.l.confirm(w.session, w.sent, true, true)
 		}
-		lease, err := a.l.grant(ctx, w, fence, false)
+		lease, err := a.l.grant(ctx, w, fence, false, false)
 		if err == ErrPlaceLost {
 			return nil, false, errSessionGone
 		}
@@ -233,11 +233,11 @@ func capacityText(capacity, limit string) string {
 // another capacity or group limit.
 const capacityRefused = "FAIRLOCK_CAPACITY"
 
-// fail ends the call with err: it withdraws w from Redis if it may be
-// there, and reports the end.
+// fail ends the call with err: it withdraws w from Redis for good if the
+// request may have reached it, or may still reach it, and reports the end.
 func (a *attempt) fail(w *waiter, err error, inRedis bool) error {
 	if inRedis {
-		a.l.leave(w, err)
+		a.l.leave(w, err, true)
 		return err
 	}
 	a.l.drop(w)
@@ -282,40 +282,47 @@ func (a *attempt) await(ctx context.Context, w *waiter) (*Lease, error) {
 		// replies were lost: withdraw it by token. A caller that gave up
 		// meanwhile is not queued again.
 		if err := ctx.Err(); err != nil {
-			a.l.leave(w, err)
+			a.l.leave(w, err, false)
 			return nil, ctxError(ctx, err)
 		}
-		a.l.leave(w, ErrPlaceLost)
+		a.l.leave(w, ErrPlaceLost, false)
 		return nil, ErrPlaceLost
 	case <-ctx.Done():
-		a.l.leave(w, ctx.Err())
+		a.l.leave(w, ctx.Err(), false)
 		return nil, ctxError(ctx, ctx.Err())
 	case <-a.l.closing:
-		a.l.leave(w, ErrClosed)
+		a.l.leave(w, ErrClosed, false)
 		return nil, ErrClosed
 	}
 }
 
-// accept turns a grant notification into a Lease. The grant holds while
-// the waiter's session and the grant's record do; when either local
-// deadline is near or past (the message came late, or this process was
-// paused), the grant is confirmed with one round trip before it is
-// trusted.
+// accept turns a grant notification into a Lease. The grant was made on
+// the waiter's behalf, so until this Locker takes it up it lives by the
+// session's waiters' key as well as its holders' key and its record (see
+// session); the next renewal takes it up. When the earliest of those local
+// deadlines is near or past (the message came late, renewals stall, or
+// this process was paused), one round trip takes the grant up now, and
+// renews the session's holders' key and the record: only that answer moves
+// the deadlines the lease lives by.
 func (a *attempt) accept(ctx context.Context, w *waiter, fence int64) (*Lease, error) {
 	l := a.l
 	l.books.mu.Lock()
-	until := w.sent.Add(l.cfg.recordTTL())
-	if w.session.leaseUntil.Before(until) {
-		until = w.session.leaseUntil
+	_, live := l.books.sessions[w.session]
+	until := w.session.deadline(true)
+	if record := w.sent.Add(l.cfg.recordTTL() - l.cfg.margin()); record.Before(until) {
+		until = record
 	}
 	l.books.mu.Unlock()
-	if time.Until(until) >= l.cfg.heartbeat() {
-		return l.grant(ctx, w, fence, true)
+	if !live || time.Until(until) >= l.cfg.heartbeat() {
+		// Trusted, or over already: grant gives back a grant of a session
+		// that ended here.
+		return l.grant(ctx, w, fence, true, true)
 	}
 	sent := time.Now()
-	held, err := w.ref.kind.scripts.extend.run(ctx, l.client, w.ref.call(w.token, l.cfg.recordTTL().Milliseconds(), flag(w.meta != ""), noArg), retried).Int()
+	args := w.ref.call(w.token, l.cfg.recordTTL().Milliseconds(), flag(w.meta != ""), noArg, l.cfg.leaseTTL.Milliseconds())
+	held, err := w.ref.kind.scripts.extend.run(ctx, l.client, args, retried).Int()
 	if err != nil {
-		l.leave(w, ctxError(ctx, err))
+		l.leave(w, ctxError(ctx, err), false)
 		return nil, ctxError(ctx, failed("acquire", w.ref.name, err))
 	}
 	if held == 0 {
@@ -325,13 +332,11 @@ func (a *attempt) accept(ctx context.Context, w *waiter, fence int64) (*Lease, e
 		l.cfg.observe(e)
 		return nil, errGrantExpired
 	}
-	// Its session is alive in Redis (extend.lua checks), so the local
-	// deadline moves as a renewal would move it.
 	l.confirm(w.session, sent, true, false)
 	l.books.mu.Lock()
 	w.sent = sent
 	l.books.mu.Unlock()
-	return l.grant(ctx, w, fence, true)
+	return l.grant(ctx, w, fence, true, false)
 }
 
 // ctxError makes err match ctx.Err() when the context ended, whatever the
@@ -392,9 +397,10 @@ func (l *Locker) stillToOpen(s *session, open []any) []any {
 // grant makes the Lease for w's granted token and puts it under the
 // heartbeat's care. If the Locker was closed meanwhile, the lock is
 // released at once rather than left to a holder nobody will return it to.
-// queued says whether the token had been reported by EventEnqueued.
-func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, queued bool) (*Lease, error) {
-	s, closed, live := l.newLease(w, fence)
+// queued says whether the token had been reported by EventEnqueued, marked
+// whether the grant was made on w's behalf and not taken up yet.
+func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, queued, marked bool) (*Lease, error) {
+	s, closed, live := l.newLease(w, fence, marked)
 	// A grant given up here ends as EventCancelled; the lease, never handed
 	// out, reports no end of its own (see Lease.end).
 	switch {
@@ -402,12 +408,10 @@ func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, queued bool)
 		return nil, l.giveUp(ctx, s, w, queued, ErrClosed)
 	case !live:
 		// Its session ended, or outlived its local deadline, meanwhile:
-		// nobody counts the grant as held, and it dies with the session.
-		s.end(ErrLost, false)
-		e := w.event(EventCancelled)
-		e.Wait, e.Queued, e.Err = time.Since(w.start), queued, ErrPlaceLost
-		l.cfg.observe(e)
-		return nil, ErrPlaceLost
+		// nobody here counts the grant as held, and Redis may hold it for
+		// as long as requests whose answers never came renew the session.
+		// It goes back at once, and the call queues again.
+		return nil, l.giveUp(ctx, s, w, queued, ErrPlaceLost)
 	}
 	if l.cfg.replicas > 0 {
 		if err := l.awaitReplicas(ctx, s); err != nil {
@@ -433,7 +437,7 @@ func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, queued bool)
 
 // newLease turns w into a Lease and puts it on the books, unless the
 // Locker closed or w's session ended meanwhile.
-func (l *Locker) newLease(w *waiter, fence int64) (s *Lease, closed, live bool) {
+func (l *Locker) newLease(w *waiter, fence int64, marked bool) (s *Lease, closed, live bool) {
 	s = &Lease{
 		locker:   l,
 		ref:      w.ref,
@@ -446,13 +450,19 @@ func (l *Locker) newLease(w *waiter, fence int64) (s *Lease, closed, live bool) 
 		fence:    fence,
 		hasMeta:  w.meta != "",
 	}
+	s.marked.Store(marked)
 	b := &l.books
 	b.mu.Lock()
 	closed = b.closed
 	_, live = b.sessions[w.session]
-	live = live && time.Now().Before(w.session.leaseUntil)
+	live = live && time.Now().Before(w.session.deadline(marked))
 	until := w.sent.Add(l.cfg.recordTTL())
 	b.forget(w)
+	if marked {
+		// Its mark goes at the next renewal: taken up if it is held here,
+		// or cleared.
+		w.session.marks[s.token] = nil
+	}
 	if !closed && live {
 		ll := b.local(w.ref, w.req.capacity, w.req.limit)
 		if ll.leases == nil {
@@ -460,6 +470,9 @@ func (l *Locker) newLease(w *waiter, fence int64) (s *Lease, closed, live bool) 
 		}
 		ll.leases[s] = struct{}{}
 		w.session.leases[s] = struct{}{}
+		if marked {
+			w.session.marks[s.token] = s
+		}
 	}
 	b.mu.Unlock()
 	s.mu.Lock()
@@ -469,10 +482,12 @@ func (l *Locker) newLease(w *waiter, fence int64) (s *Lease, closed, live bool) 
 	return s, closed, live
 }
 
-// giveUp releases a grant that Acquire does not hand out, and reports the
-// call's end with err.
+// giveUp releases a grant that Acquire does not hand out, waiting for that
+// at most a heartbeat, and reports the call's end with err.
 func (l *Locker) giveUp(ctx context.Context, s *Lease, w *waiter, queued bool, err error) error {
-	s.Release(context.WithoutCancel(ctx)) //nolint:errcheck // best effort: the Locker retries a release Redis did not answer
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.heartbeat())
+	defer cancel()
+	s.Release(ctx) //nolint:errcheck // best effort: the Locker retries a release Redis did not answer
 	e := w.event(EventCancelled)
 	e.Wait, e.Queued, e.Err = time.Since(w.start), queued, err
 	l.cfg.observe(e)

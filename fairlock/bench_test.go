@@ -162,7 +162,8 @@ func BenchmarkScriptTime(b *testing.B) {
 		// Two sessions that live through the benchmark, whose tokens take
 		// turns.
 		for _, session := range []string{"w0.1", "w1.1"} {
-			client.Set(ctx, ref.sessions+session, "", time.Hour)
+			client.HSet(ctx, ref.sessions+session, "", "")
+			client.PExpire(ctx, ref.sessions+session, time.Hour)
 			client.Set(ctx, ref.sessions+session+":w", int64(10000), time.Hour)
 		}
 		acquire := func(token string) {
@@ -172,7 +173,7 @@ func BenchmarkScriptTime(b *testing.B) {
 			}
 		}
 		release := func(token string) {
-			if err := bc.kind.scripts.release.run(ctx, client, ref.call(token, noArg), once).Err(); err != nil {
+			if err := bc.kind.scripts.release.run(ctx, client, ref.call(token, noArg, noArg), once).Err(); err != nil {
 				b.Fatal(err)
 			}
 		}

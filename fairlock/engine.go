@@ -1,7 +1,9 @@
 package fairlock
 
 import (
+	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -21,10 +23,14 @@ type Locker struct {
 	checks   preflight
 	books    books
 	calls    sync.WaitGroup // Acquire and TryAcquire calls under way
-	closing  chan struct{}  // closed by Close: waiters give up
-	stopped  chan struct{}  // closed by Close when no call is left: background goroutines stop
+	closing  chan struct{}  // closed by Shutdown: waiters give up
+	stopped  chan struct{}  // closed by Shutdown when no call is left: background goroutines stop
 	kick     chan struct{}  // asks for a heartbeat now
 	bg       sync.WaitGroup
+	// life bounds the Locker's own calls to Redis (heartbeats, withdrawals):
+	// Shutdown ends it when it returns.
+	life context.Context
+	end  context.CancelFunc
 }
 
 // books are what the Locker knows of its parties, under one mutex that is
@@ -88,48 +94,6 @@ func signal(ch chan struct{}) {
 	select {
 	case ch <- struct{}{}:
 	default:
-	}
-}
-
-// A session is this Locker's liveness in one Redis, or on Redis Cluster in
-// one lock name's slot (a script sees only its own slot). Every party of
-// the Locker (waiter, lease, withdrawal) lives in one, and its token starts
-// with the session's id, so that any script can tell whether the party's
-// Locker is alive (scripts/lib/tokens.lua). Two keys say so, renewed every
-// heartbeat however many parties there are: the holders' key, with the
-// lease TTL, and the waiters' key, with the waiter TTL. So holding 10,000
-// locks costs one renewal, not 10,000.
-//
-// A session that Redis lost, or whose renewal failed for longer than its
-// TTL, is never renewed again: its parties are lost, and the Locker starts a
-// new session for new parties. A session left without parties for a
-// heartbeat is forgotten the same way, and its keys expire.
-type session struct {
-	id    string
-	scope string // "" on one Redis; the lock name on Cluster
-	keys  [2]any // holders' and waiters' keys, boxed
-	// opened is set once a call that wrote its keys was answered.
-	opened bool
-	// parties counts its waiters, leases and withdrawals; idle is when it
-	// fell to 0.
-	parties int
-	idle    time.Time
-	// leaseUntil and waitUntil are the local deadlines of its holders and
-	// its waiters: a renewal sent at t that Redis answered moves them to t
-	// plus the TTLs (the lease's less the margin). Redis cannot drop the
-	// keys before.
-	leaseUntil, waitUntil time.Time
-	waitLost              bool // its waiters' key is gone: no new waiter joins it
-	expiry                *time.Timer
-	leases                map[*Lease]struct{}
-	waiters               map[*waiter]struct{}
-}
-
-// left counts a party out of s. books.mu is held.
-func (s *session) left() {
-	s.parties--
-	if s.parties == 0 {
-		s.idle = time.Now()
 	}
 }
 
@@ -206,6 +170,9 @@ type Lease struct {
 	tokenArg any // token, boxed once (its waiter's)
 	fence    int64
 	hasMeta  bool // Redis has metadata under token to drop or keep; never changed
+	// marked is set while Redis may mark the grant "u", not taken up yet
+	// (session.go): it then lives by its session's waiters' key too.
+	marked atomic.Bool
 
 	mu          sync.Mutex
 	done        chan struct{} // made by the first Done
@@ -233,6 +200,7 @@ type withdrawal struct {
 	ref     *lockRef
 	session *session
 	hasMeta bool
+	forGood bool // the request that brought the token may still be on its way
 }
 
 // deliver hands a grant to a waiter once; repeats (message and heartbeat

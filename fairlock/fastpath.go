@@ -44,7 +44,11 @@ func (l *Locker) fastAcquire(ctx context.Context, w *waiter, open []any) (fence 
 	skey := w.session.keys[0]
 	p := l.client.Pipeline()
 	if open != nil {
-		p.Do(ctx, "set", skey, "", "px", open[0])
+		// One transaction: the holders' key, a hash, takes two commands,
+		// and must never be left without its TTL (scripts/lib/tokens.lua).
+		p = l.client.TxPipeline()
+		p.HSet(ctx, skey.(string), "", "")
+		p.Do(ctx, "pexpire", skey, open[0])
 		p.Do(ctx, "set", w.session.keys[1], open[2], "px", open[1])
 	}
 	if ref.fastSession != w.session {
@@ -80,7 +84,7 @@ func (l *Locker) fastAcquire(ctx context.Context, w *waiter, open []any) (fence 
 		if took {
 			// Nobody counts a grant of a dead session as held; handing the
 			// lock on at once only spares the next taker a look.
-			l.cancelToken(ctx, ref, w.token, false) //nolint:errcheck // best effort, see above
+			l.cancelToken(ctx, ref, w.token, false, false) //nolint:errcheck // best effort, see above
 		}
 		return 0, fastSessionGone, nil
 	}
@@ -92,7 +96,7 @@ func (l *Locker) fastAcquire(ctx context.Context, w *waiter, open []any) (fence 
 		// Free but with waiters queued: theirs. cancel.lua hands the lock to
 		// the first live one, or frees it if none is.
 		ref.markBusy(l.cfg.heartbeat())
-		return 0, fastQueued, l.cancelToken(ctx, ref, w.token, false)
+		return 0, fastQueued, l.cancelToken(ctx, ref, w.token, false, false)
 	}
 	return fence, fastGranted, nil
 }

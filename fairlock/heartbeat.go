@@ -31,10 +31,9 @@ func (l *Locker) heartbeatLoop() {
 func (l *Locker) beat() {
 	// Bounded by the waiter TTL, not the period: a heartbeat that waits for
 	// a pooled connection under load is still worth its reply until then.
-	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.waitTTL())
+	ctx, cancel := context.WithTimeout(l.life, l.cfg.waitTTL())
 	defer cancel()
 	l.renewSessions(ctx)
-	l.expireWaiters()
 	calls, renewals, checks := l.heartbeatCalls()
 	if len(calls)+len(renewals)+len(checks) > 0 {
 		sent := time.Now()
@@ -56,7 +55,7 @@ func (l *Locker) beat() {
 			}
 		}
 	}
-	l.retryWithdrawals()
+	l.retryWithdrawals(ctx)
 	l.notifier.dropIdle(l.inUse)
 }
 
@@ -178,7 +177,7 @@ func (l *Locker) runHeartbeats(ctx context.Context, calls []*heartbeatCall, rene
 			}
 			for _, r := range renewals {
 				s := r.lease
-				args := s.ref.call(s.token, recordMs, flag(s.hasMeta), yesArg)
+				args := s.ref.call(s.token, recordMs, flag(s.hasMeta), yesArg, noArg)
 				args[0], args[1] = "evalsha", s.ref.kind.scripts.extend.sha
 				r.cmd = redis.NewCmd(ctx, args...)
 				p.Process(ctx, r.cmd) //nolint:errcheck // read from cmd

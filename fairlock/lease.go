@@ -72,14 +72,18 @@ func (s *Lease) Release(ctx context.Context) error {
 	if ended {
 		return ErrNotHeld
 	}
-	args := s.ref.call(s.tokenArg, flag(s.hasMeta))
-	n, err := s.ref.kind.scripts.release.run(ctx, s.locker.client, args, once).Int()
+	marked := s.marked.Load()
+	args := func() []any { return s.ref.call(s.tokenArg, flag(s.hasMeta), flag(marked)) }
+	n, err := s.ref.kind.scripts.release.run(ctx, s.locker.client, args(), once).Int()
 	if err != nil && !isRedisError(err) && ctx.Err() == nil {
 		// The release may have run: a second one that finds nothing to
 		// release is this one's success.
-		if n, err = s.ref.kind.scripts.release.run(ctx, s.locker.client, s.ref.call(s.tokenArg, flag(s.hasMeta)), once).Int(); err == nil {
+		if n, err = s.ref.kind.scripts.release.run(ctx, s.locker.client, args(), once).Int(); err == nil {
 			n = 1
 		}
+	}
+	if err == nil || notifyRefused(err) {
+		s.unmark() // the script dropped the mark
 	}
 	switch {
 	case err != nil && notifyRefused(err):
@@ -110,7 +114,7 @@ func (s *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		return ErrNotHeld
 	}
 	sent := time.Now()
-	held, err := s.ref.kind.scripts.extend.run(ctx, s.locker.client, s.ref.call(s.token, ttl.Milliseconds(), flag(s.hasMeta), noArg), retried).Int()
+	held, err := s.ref.kind.scripts.extend.run(ctx, s.locker.client, s.ref.call(s.token, ttl.Milliseconds(), flag(s.hasMeta), noArg, noArg), retried).Int()
 	if err != nil {
 		return failed("extend", s.ref.name, err)
 	}
@@ -137,10 +141,17 @@ func (s *Lease) renewed(sent time.Time) {
 }
 
 // needsRenewal tells whether the heartbeat should renew the record now.
+// From then on a timer watches the record's end: renewals of the record
+// may fail while those of the session go through (a Redis at full memory
+// refused them once), and the lease must end before Redis drops it.
 func (s *Lease) needsRenewal(now time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.err == nil && !s.releasing && s.locker.cfg.autoRenew && !now.Before(s.renewAt)
+	due := s.err == nil && !s.releasing && s.locker.cfg.autoRenew && !now.Before(s.renewAt)
+	if due && s.expiry == nil {
+		s.watchRecord()
+	}
+	return due
 }
 
 // lose ends the lease as lost, unless it is being released: then a lease
@@ -167,22 +178,36 @@ func (s *Lease) vanished() {
 
 // setRecordUntil moves the local end of the record (only later, unless
 // exact). The lease is lost then unless renewed before: a heartbeat stuck
-// on a slow reply cannot delay that. s.mu is held.
+// on a slow reply cannot delay that. A record that ends before the session
+// could (auto-renew off, or a short Extend) is watched at once; a long one
+// (auto-renew) from when its renewal is due (needsRenewal), which leaves
+// two thirds of its TTL to spare. s.mu is held.
 func (s *Lease) setRecordUntil(d time.Time, exact bool) {
 	if !exact && !d.After(s.recordUntil) {
 		return
 	}
 	s.recordUntil = d
-	left := time.Until(d) - s.locker.cfg.margin()
-	switch {
-	case s.expiry != nil:
-		s.expiry.Reset(left)
-	case left < s.locker.cfg.leaseTTL:
-		// A record that ends before the session could: auto-renew off, or a
-		// short Extend. A long one (auto-renew) needs no timer, since the
-		// session's ends first if renewals fail.
-		s.expiry = time.AfterFunc(left, s.lose)
+	if s.expiry != nil || time.Until(d) < s.locker.cfg.leaseTTL {
+		s.watchRecord()
 	}
+}
+
+// watchRecord ends the lease a margin before its record's local end.
+// s.mu is held.
+func (s *Lease) watchRecord() {
+	s.expiry = resetTimer(s.expiry, s.recordUntil.Add(-s.locker.cfg.margin()), s.lose)
+}
+
+// unmark records that Redis no longer marks the grant as not taken up.
+func (s *Lease) unmark() {
+	if !s.marked.Load() {
+		return
+	}
+	l := s.locker
+	l.books.mu.Lock()
+	defer l.books.mu.Unlock()
+	s.marked.Store(false)
+	delete(s.session.marks, s.token)
 }
 
 // end closes the lease once, with err as its reason. If withdraw is set,
@@ -210,6 +235,9 @@ func (s *Lease) end(err error, withdraw bool) {
 		l.books.dropIfIdle(ll)
 	}
 	delete(s.session.leases, s)
+	if s.marked.Load() {
+		s.session.marks[s.token] = nil // cleared at the next renewal
+	}
 	if withdraw {
 		l.books.pending[s.token] = &withdrawal{ref: s.ref, session: s.session, hasMeta: s.hasMeta}
 	} else {

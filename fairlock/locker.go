@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -38,6 +39,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Locker, error) {
 		kick:    make(chan struct{}, 1),
 	}
 	_, l.sharded = client.(*redis.ClusterClient)
+	l.life, l.end = context.WithCancel(context.Background())
 	l.refs = newRefCache(&l.cfg, l.id, l.sharded)
 	l.notifier = newNotifier(client, cfg.heartbeat(), l.stopped, &l.bg, l.delivered, l.kickHeartbeat)
 	l.books = books{
@@ -87,11 +89,32 @@ func (l *Locker) Do(ctx context.Context, name string, fn func(ctx context.Contex
 	return m.Do(ctx, fn, opts...)
 }
 
-// Close ends pending Acquire calls with ErrClosed (they leave their queues),
-// releases the leases this Locker holds, ends its sessions in Redis, and
-// stops its goroutines. Calls after Close return ErrClosed. Close is
-// idempotent.
+// Close is Shutdown bounded by the waiter TTL: with Redis reachable it
+// returns once everything is released, within a round trip or two; with
+// Redis unreachable, after the waiter TTL at most, and what the Locker held
+// then ends in Redis by its TTL. It is idempotent.
 func (l *Locker) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.waitTTL())
+	defer cancel()
+	return l.Shutdown(ctx)
+}
+
+// closeWorkers is how many releases Shutdown sends at once.
+const closeWorkers = 8
+
+// Shutdown ends pending Acquire calls with ErrClosed (they leave their
+// queues), releases the leases this Locker holds, withdraws what failed
+// calls left, deletes its sessions in Redis, and stops its goroutines.
+// Calls after Shutdown return ErrClosed.
+//
+// ctx bounds all of it. If ctx ends first, Shutdown stops waiting and
+// returns an error that matches ctx.Err(): its calls to Redis are
+// abandoned, and what it could not release or withdraw ends in Redis with
+// its session, within the lease TTL (holders) or the waiter TTL (waiters)
+// of its last renewal. A goroutine still inside a call to Redis then ends
+// with that call, by go-redis's timeouts. A second Shutdown returns nil at
+// once.
+func (l *Locker) Shutdown(ctx context.Context) error {
 	b := &l.books
 	b.mu.Lock()
 	if b.closed {
@@ -101,32 +124,83 @@ func (l *Locker) Close() error {
 	b.closed = true
 	close(l.closing)
 	b.mu.Unlock()
-	l.calls.Wait()
-
-	b.mu.Lock()
-	var held []*Lease
-	for _, ll := range b.locks {
-		for s := range ll.leases {
-			held = append(held, s)
-		}
+	defer l.end()
+	if err := waitFor(ctx, l.calls.Wait); err != nil {
+		return l.stop(ctx, err)
 	}
-	b.mu.Unlock()
-	var errs []error
-	for _, s := range held {
-		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.leaseTTL)
-		if err := s.Release(ctx); err != nil && !errors.Is(err, ErrNotHeld) {
-			errs = append(errs, err)
-		}
-		cancel()
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), l.cfg.leaseTTL)
-	l.retryWithdrawals()
+	errs := []error{l.releaseAll(ctx)}
+	l.retryWithdrawals(ctx)
 	if err := l.closeSessions(ctx); err != nil {
 		errs = append(errs, err)
 	}
-	cancel()
-	close(l.stopped)
-	errs = append(errs, l.notifier.close())
-	l.bg.Wait()
+	if err := ctx.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	return l.stop(ctx, errors.Join(errs...))
+}
+
+// releaseAll releases every lease held here, closeWorkers at a time.
+func (l *Locker) releaseAll(ctx context.Context) error {
+	b := &l.books
+	b.mu.Lock()
+	var leases []*Lease
+	for _, ll := range b.locks {
+		for s := range ll.leases {
+			leases = append(leases, s)
+		}
+	}
+	b.mu.Unlock()
+	held := make(chan *Lease, len(leases))
+	for _, s := range leases {
+		held <- s
+	}
+	close(held)
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for range min(closeWorkers, len(leases)) {
+		wg.Go(func() {
+			for s := range held {
+				if err := s.Release(ctx); err != nil && !errors.Is(err, ErrNotHeld) {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	if err := waitFor(ctx, wg.Wait); err != nil {
+		return err
+	}
 	return errors.Join(errs...)
+}
+
+// stop stops the background goroutines, waiting for them while ctx lasts,
+// and returns err with what closing the notifier reported.
+func (l *Locker) stop(ctx context.Context, err error) error {
+	close(l.stopped)
+	l.end()
+	errs := []error{err, l.notifier.close()}
+	// Every background call derives from l.life, now ended: the goroutines
+	// return as soon as go-redis hands their calls back.
+	if werr := waitFor(ctx, l.bg.Wait); werr != nil && err == nil {
+		errs = append(errs, werr)
+	}
+	return errors.Join(errs...)
+}
+
+// waitFor runs wait, and returns when it does or when ctx ends, with
+// ctx's error then.
+func waitFor(ctx context.Context, wait func()) error {
+	done := make(chan struct{})
+	go func() {
+		wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -24,6 +24,12 @@ const (
 	// trip on a loaded machine, where waiters would lose their places to
 	// scheduling delays.
 	MinHeartbeat = 25 * time.Millisecond
+	// MaxTTL is the longest lease, waiter or Extend TTL accepted: a lock's
+	// keys live 30 times the longer TTL, which must stay a count of
+	// milliseconds Redis and a time.Duration both hold; and a crashed holder
+	// that blocks a lock for more than a day is not what a lease is for
+	// (auto-renew keeps a live holder's lease as long as it likes).
+	MaxTTL = 24 * time.Hour
 )
 
 type config struct {
@@ -178,9 +184,16 @@ func (c *config) recordTTL() time.Duration {
 // the loss before anyone else can be granted (see Lease).
 func (c *config) margin() time.Duration { return c.leaseTTL / 10 }
 
+// waitMargin is the same for what lives by the session's waiters' key: its
+// waiters, and the grants it has not taken up yet.
+func (c *config) waitMargin() time.Duration { return c.waitTTL() / 10 }
+
 func checkTTL(what string, d time.Duration) error {
-	if d < time.Millisecond {
+	switch {
+	case d < time.Millisecond:
 		return fmt.Errorf("%w: %s must be at least 1ms (Redis counts in ms), got %v", ErrInvalid, what, d)
+	case d > MaxTTL:
+		return fmt.Errorf("%w: %s %v is above MaxTTL (%v)", ErrInvalid, what, d, MaxTTL)
 	}
 	return nil
 }

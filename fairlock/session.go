@@ -5,8 +5,91 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/fairlock/fairlock/scripts"
 	"github.com/redis/go-redis/v9"
 )
+
+// A session is this Locker's liveness in one Redis, or on Redis Cluster in
+// one lock name's slot (a script sees only its own slot). Every party of
+// the Locker (waiter, lease, withdrawal) lives in one, and its token starts
+// with the session's id, so that any script can tell whether the party's
+// Locker is alive (scripts/lib/tokens.lua). Two keys say so, renewed every
+// heartbeat however many parties there are: the holders' key, a hash with
+// the lease TTL, and the waiters' key, with the waiter TTL. So holding
+// 10,000 locks costs one renewal, not 10,000.
+//
+// What keeps each party alive, and so where its local deadline comes from:
+//   - a waiter lives by the waiters' key;
+//   - a grant made to a waiter on its behalf (by another call's script)
+//     lives by the waiters' key too, until the Locker takes it up: its
+//     next renewal, or the round trip of an accept that found the grant
+//     late, drops the mark "u" the grant left in the holders' key;
+//   - a grant taken up, or made in the caller's own call, lives by the
+//     holders' key;
+//   - every grant lives by its record too (the lock key, or its score in a
+//     semaphore's holders), which the heartbeat renews every keepTTL/3;
+//   - a token withdrawn for good (its request's fate unknown) is marked
+//     "x" in the holders' key, and is dead for as long as the session
+//     lives, however late its request comes.
+//
+// A session that Redis lost, or whose renewal failed for longer than its
+// TTL, is never renewed again: its parties are lost, and the Locker starts
+// a new session for new parties. A session left without parties for a
+// heartbeat is forgotten the same way, and its keys deleted.
+//
+// Its fields are guarded by books.mu.
+type session struct {
+	id    string
+	scope string // "" on one Redis; the lock name on Cluster
+	keys  [2]any // holders' and waiters' keys, boxed
+	// opened is set once a call that wrote its keys was answered.
+	opened bool
+	// parties counts its waiters, leases and withdrawals; idle is when it
+	// fell to 0.
+	parties int
+	idle    time.Time
+	// leaseUntil and waitUntil are the local deadlines of the holders' and
+	// the waiters' keys: a renewal sent at t that Redis answered moves each
+	// to t plus its TTL, less a tenth of it. Redis cannot drop the keys
+	// before. Each has a timer that ends what lives by it.
+	leaseUntil, waitUntil time.Time
+	leaseTimer, waitTimer *time.Timer
+	waitLost              bool // its waiters' key is gone: no new waiter joins it
+	leases                map[*Lease]struct{}
+	waiters               map[*waiter]struct{}
+	// marks are the tokens of its grants that Redis may still mark "u",
+	// with their leases (nil once ended): the next renewal takes them up,
+	// or clears the marks of those that ended.
+	marks map[string]*Lease
+	// withdrawn counts the tokens it marked "x". Past maxWithdrawn, new
+	// parties join another session, so that the marks stay few.
+	withdrawn int
+}
+
+// maxWithdrawn is how many tokens one session withdraws for good before
+// the Locker starts another for new parties.
+const maxWithdrawn = scripts.Batch
+
+// left counts a party out of s. books.mu is held.
+func (s *session) left() {
+	s.parties--
+	if s.parties == 0 {
+		s.idle = time.Now()
+	}
+}
+
+// deadline is when a grant in s ends locally, by the keys it lives by:
+// the holders' key, and the waiters' key too while the grant is marked
+// "u". books.mu is held.
+func (s *session) deadline(marked bool) time.Time {
+	if marked && (s.waitLost || s.waitUntil.Before(s.leaseUntil)) {
+		if s.waitLost {
+			return time.Time{}
+		}
+		return s.waitUntil
+	}
+	return s.leaseUntil
+}
 
 // sessionFor returns the session that a new party on ref joins, counted
 // in. books.mu is held.
@@ -18,7 +101,7 @@ func (l *Locker) sessionFor(ref *lockRef) *session {
 		id := l.id + "." + strconv.FormatUint(b.seq, 36)
 		key := ref.sessions + id
 		s = &session{id: id, scope: ref.scope, keys: [2]any{key, key + ":w"},
-			leases: map[*Lease]struct{}{}, waiters: map[*waiter]struct{}{}}
+			leases: map[*Lease]struct{}{}, waiters: map[*waiter]struct{}{}, marks: map[string]*Lease{}}
 		b.current[ref.scope] = s
 		b.sessions[s] = struct{}{}
 	}
@@ -36,8 +119,8 @@ func (l *Locker) openArgs(s *session) []any {
 	return []any{l.cfg.leaseTTL.Milliseconds(), l.cfg.waitTTL().Milliseconds(), l.cfg.recordTTL().Milliseconds()}
 }
 
-// confirm records that Redis answered a call that renewed (or opened) s,
-// sent at sent, and moves its deadlines.
+// confirm records that Redis answered a call that renewed (or opened) the
+// keys of s it names, sent at sent, and moves their deadlines.
 func (l *Locker) confirm(s *session, sent time.Time, holders, waiters bool) {
 	l.books.mu.Lock()
 	defer l.books.mu.Unlock()
@@ -47,32 +130,76 @@ func (l *Locker) confirm(s *session, sent time.Time, holders, waiters bool) {
 	s.opened = true
 	if holders {
 		s.leaseUntil = sent.Add(l.cfg.leaseTTL - l.cfg.margin())
-		if s.expiry == nil {
-			s.expiry = time.AfterFunc(time.Until(s.leaseUntil), func() { l.sessionExpired(s) })
-		} else {
-			s.expiry.Reset(time.Until(s.leaseUntil))
-		}
+		s.leaseTimer = resetTimer(s.leaseTimer, s.leaseUntil, func() { l.sessionExpired(s) })
 	}
 	if waiters && !s.waitLost {
-		s.waitUntil = sent.Add(l.cfg.waitTTL())
+		s.waitUntil = sent.Add(l.cfg.waitTTL() - l.cfg.waitMargin())
+		s.waitTimer = resetTimer(s.waitTimer, s.waitUntil, func() { l.waitersExpired(s) })
 	}
 }
 
-// sessionExpired ends s when its local deadline passed unrenewed.
+// resetTimer makes t, or a new timer if t is nil, call fn at d.
+func resetTimer(t *time.Timer, d time.Time, fn func()) *time.Timer {
+	if t == nil {
+		return time.AfterFunc(time.Until(d), fn)
+	}
+	t.Reset(time.Until(d))
+	return t
+}
+
+// sessionExpired ends s when its holders' deadline passed unrenewed, and
+// deletes its keys: Redis may still have them, renewed by requests whose
+// answers never came, and what lives by them is over here.
 func (l *Locker) sessionExpired(s *session) {
 	l.books.mu.Lock()
 	late := time.Now().After(s.leaseUntil)
 	l.books.mu.Unlock()
 	if late {
 		l.loseSession(s)
+		l.deleteKeys(s.keys[0], s.keys[1])
 	}
+}
+
+// waitersExpired ends the waiting half of s when its waiters' deadline
+// passed unrenewed, and deletes its waiters' key, as sessionExpired.
+func (l *Locker) waitersExpired(s *session) {
+	l.books.mu.Lock()
+	late := time.Now().After(s.waitUntil)
+	l.books.mu.Unlock()
+	if late {
+		l.loseWaiters(s)
+		l.deleteKeys(s.keys[1])
+	}
+}
+
+// deleteKeys deletes keys of a session this Locker gave up, so that its
+// waiters' places and its grants pass on now rather than after their TTL.
+// It runs on a timer's goroutine, bounded by the waiter TTL.
+func (l *Locker) deleteKeys(keys ...any) {
+	ctx, cancel := context.WithTimeout(l.life, l.cfg.waitTTL())
+	defer cancel()
+	p := l.client.Pipeline()
+	for _, key := range keys {
+		p.Del(ctx, key.(string)) // one each: on Cluster a lock's own
+	}
+	p.Exec(ctx) //nolint:errcheck // best effort: the keys expire anyway
 }
 
 // loseSession ends s: Redis no longer has it, or may not. Its leases are
 // lost, its waiters queue again in a new session, and its withdrawals are
 // dropped, since Redis forgets their records with it.
 func (l *Locker) loseSession(s *session) {
-	leases, waiters := l.retire(s, true)
+	l.endParties(l.retire(s, true))
+}
+
+// loseWaiters ends the waiting half of s: its waiters queue again in a new
+// session, and the grants it has not taken up are lost; the other leases
+// stay.
+func (l *Locker) loseWaiters(s *session) {
+	l.endParties(l.retire(s, false))
+}
+
+func (l *Locker) endParties(leases []*Lease, waiters []*waiter) {
 	for _, w := range waiters {
 		evict(w)
 	}
@@ -81,17 +208,8 @@ func (l *Locker) loseSession(s *session) {
 	}
 }
 
-// loseWaiters ends the waiting half of s: its waiters queue again in a new
-// session; its leases stay.
-func (l *Locker) loseWaiters(s *session) {
-	_, waiters := l.retire(s, false)
-	for _, w := range waiters {
-		evict(w)
-	}
-}
-
-// retire takes s out of use, and returns its parties to end: its leases
-// too if all is set.
+// retire takes s out of use for new parties, and returns its parties to
+// end: every lease if all is set, else those that live by its waiters' key.
 func (l *Locker) retire(s *session, all bool) ([]*Lease, []*waiter) {
 	b := &l.books
 	b.mu.Lock()
@@ -100,36 +218,45 @@ func (l *Locker) retire(s *session, all bool) ([]*Lease, []*waiter) {
 		delete(b.current, s.scope)
 	}
 	s.waitLost = true
+	stopTimer(s.waitTimer)
 	waiters := make([]*waiter, 0, len(s.waiters))
 	for w := range s.waiters {
 		waiters = append(waiters, w)
 	}
+	var leases []*Lease
+	for lease := range s.leases {
+		if all || lease.marked.Load() {
+			leases = append(leases, lease)
+		}
+	}
 	if !all {
-		return nil, waiters
+		return leases, waiters
 	}
 	delete(b.sessions, s)
-	if s.expiry != nil {
-		s.expiry.Stop()
-	}
+	stopTimer(s.leaseTimer)
 	for token, wd := range b.pending {
 		if wd.session == s {
 			delete(b.pending, token)
 			s.left()
 		}
 	}
-	leases := make([]*Lease, 0, len(s.leases))
-	for lease := range s.leases {
-		leases = append(leases, lease)
-	}
 	return leases, waiters
+}
+
+func stopTimer(t *time.Timer) {
+	if t != nil {
+		t.Stop()
+	}
 }
 
 // renewal is one session's renewal: its commands in the heartbeat's
 // pipeline.
 type renewal struct {
 	s                *session
-	waiting          bool // renew its waiters' key too
+	waiting          bool     // renew its waiters' key too
+	marks            []string // tokens whose marks it drops
 	holders, waiters *redis.BoolCmd
+	unmarked         *redis.IntCmd
 }
 
 // renewals lists the sessions to renew, and forgets those idle for a
@@ -140,26 +267,33 @@ func (l *Locker) renewals() (renew []*renewal, idle []*session) {
 	defer b.mu.Unlock()
 	for s := range b.sessions {
 		switch {
-		case s.parties == 0 && time.Since(s.idle) > l.cfg.heartbeat():
+		case s.parties == 0 && len(s.marks) == 0 && time.Since(s.idle) > l.cfg.heartbeat():
 			delete(b.sessions, s)
 			if b.current[s.scope] == s {
 				delete(b.current, s.scope)
 			}
-			if s.expiry != nil {
-				s.expiry.Stop()
-			}
+			stopTimer(s.leaseTimer)
+			stopTimer(s.waitTimer)
 			if s.opened {
 				idle = append(idle, s)
 			}
 		case s.opened:
-			renew = append(renew, &renewal{s: s, waiting: !s.waitLost})
+			r := &renewal{s: s, waiting: !s.waitLost}
+			for token := range s.marks {
+				if len(r.marks) == scripts.Batch {
+					break
+				}
+				r.marks = append(r.marks, token)
+			}
+			renew = append(renew, r)
 		}
 	}
 	return renew, idle
 }
 
-// renewSessions renews every session in use in one pipeline, and ends
-// what Redis says is gone: a session, or its waiters' half.
+// renewSessions renews every session in use in one pipeline, takes up the
+// grants its waiters were given, and ends what Redis says is gone: a
+// session, or its waiters' half.
 func (l *Locker) renewSessions(ctx context.Context) {
 	rs, idle := l.renewals()
 	if len(rs)+len(idle) == 0 {
@@ -176,23 +310,47 @@ func (l *Locker) renewSessions(ctx context.Context) {
 		if r.waiting {
 			r.waiters = p.PExpire(ctx, r.s.keys[1].(string), l.cfg.waitTTL())
 		}
+		if len(r.marks) > 0 {
+			r.unmarked = p.HDel(ctx, r.s.keys[0].(string), r.marks...)
+		}
 	}
 	p.Exec(ctx) //nolint:errcheck // each command's own error is read below
 	for _, r := range rs {
-		held, err := r.holders.Result()
-		if err != nil {
-			l.renewalFailed(r.s, err)
-			continue
+		l.renewed(r, sent)
+	}
+}
+
+// renewed applies the replies to one session's renewal.
+func (l *Locker) renewed(r *renewal, sent time.Time) {
+	held, err := r.holders.Result()
+	switch {
+	case err != nil:
+		l.renewalFailed(r.s, err)
+		return
+	case !held:
+		l.loseSession(r.s)
+		return
+	}
+	waiting := r.waiters != nil && r.waiters.Val()
+	l.confirm(r.s, sent, true, waiting)
+	if r.unmarked != nil && r.unmarked.Err() == nil {
+		l.tookUp(r.s, r.marks)
+	}
+	if r.waiters != nil && r.waiters.Err() == nil && !waiting {
+		l.loseWaiters(r.s)
+	}
+}
+
+// tookUp records that Redis dropped the marks of tokens: their grants now
+// live by the holders' key alone.
+func (l *Locker) tookUp(s *session, tokens []string) {
+	l.books.mu.Lock()
+	defer l.books.mu.Unlock()
+	for _, token := range tokens {
+		if lease := s.marks[token]; lease != nil {
+			lease.marked.Store(false)
 		}
-		if !held {
-			l.loseSession(r.s)
-			continue
-		}
-		waiting := r.waiters != nil && r.waiters.Val()
-		l.confirm(r.s, sent, true, waiting)
-		if r.waiters != nil && r.waiters.Err() == nil && !waiting {
-			l.loseWaiters(r.s)
-		}
+		delete(s.marks, token)
 	}
 }
 
@@ -213,22 +371,6 @@ func (l *Locker) renewalFailed(s *session, err error) {
 	}
 }
 
-// expireWaiters ends the waiting half of sessions whose waiters' key may
-// have expired in Redis: no renewal was answered for a waiter TTL.
-func (l *Locker) expireWaiters() {
-	l.books.mu.Lock()
-	var late []*session
-	for s := range l.books.sessions {
-		if s.opened && !s.waitLost && len(s.waiters) > 0 && time.Now().After(s.waitUntil) {
-			late = append(late, s)
-		}
-	}
-	l.books.mu.Unlock()
-	for _, s := range late {
-		l.loseWaiters(s)
-	}
-}
-
 // closeSessions deletes the keys of every session, so that whatever the
 // Locker leaves behind is seen as dead at once rather than after its TTL.
 func (l *Locker) closeSessions(ctx context.Context) error {
@@ -238,17 +380,16 @@ func (l *Locker) closeSessions(ctx context.Context) error {
 		if s.opened {
 			keys = append(keys, s.keys[0].(string), s.keys[1].(string))
 		}
-		if s.expiry != nil {
-			s.expiry.Stop()
-		}
+		stopTimer(s.leaseTimer)
+		stopTimer(s.waitTimer)
 	}
 	l.books.mu.Unlock()
+	if len(keys) == 0 {
+		return nil
+	}
 	p := l.client.Pipeline()
 	for _, key := range keys {
 		p.Del(ctx, key) // one each: on Cluster they live in different slots
-	}
-	if len(keys) == 0 {
-		return nil
 	}
 	_, err := p.Exec(ctx)
 	return err

@@ -7,31 +7,45 @@ import (
 	"time"
 )
 
-// withdraw takes token out of ref's lock now, or leaves it to the
+// withdraw takes wd's token out of its lock now, or leaves it to the
 // heartbeat. The caller has counted it out of its own books; its session
 // counts it until it is gone.
-func (l *Locker) withdraw(ctx context.Context, ref *lockRef, s *session, token string, hasMeta bool) error {
-	err := l.cancelToken(ctx, ref, token, hasMeta)
+func (l *Locker) withdraw(ctx context.Context, token string, wd *withdrawal) error {
+	err := l.cancelToken(ctx, wd.ref, token, wd.hasMeta, wd.forGood)
 	l.books.mu.Lock()
 	defer l.books.mu.Unlock()
 	if err != nil {
-		if _, live := l.books.sessions[s]; live {
-			l.books.pending[token] = &withdrawal{ref: ref, session: s, hasMeta: hasMeta}
+		if _, live := l.books.sessions[wd.session]; live {
+			l.books.pending[token] = wd
 			return err
 		}
 	}
-	s.left()
+	l.withdrew(token, wd)
 	return err
 }
 
+// withdrew counts a withdrawal done. A session that withdrew many tokens
+// for good takes no new parties: each left a mark in Redis that lives as
+// long as the session. books.mu is held.
+func (l *Locker) withdrew(token string, wd *withdrawal) {
+	s := wd.session
+	s.left()
+	if wd.forGood {
+		if s.withdrawn++; s.withdrawn >= maxWithdrawn && l.books.current[s.scope] == s {
+			delete(l.books.current, s.scope)
+		}
+	}
+}
+
 // cancelToken runs cancel.lua for token: it leaves the queue, or gives
-// back its grant.
-func (l *Locker) cancelToken(ctx context.Context, ref *lockRef, token string, hasMeta bool) error {
-	return ref.kind.scripts.cancel.run(ctx, l.client, ref.call(token, flag(hasMeta)), retried).Err()
+// back its grant; forGood marks it so that a request with it that reaches
+// Redis later finds it withdrawn.
+func (l *Locker) cancelToken(ctx context.Context, ref *lockRef, token string, hasMeta, forGood bool) error {
+	return ref.kind.scripts.cancel.run(ctx, l.client, ref.call(token, flag(hasMeta), flag(forGood)), retried).Err()
 }
 
 // retryWithdrawals runs every pending withdrawal once.
-func (l *Locker) retryWithdrawals() {
+func (l *Locker) retryWithdrawals(ctx context.Context) {
 	l.books.mu.Lock()
 	pending := make(map[string]*withdrawal, len(l.books.pending))
 	for token, wd := range l.books.pending {
@@ -39,8 +53,8 @@ func (l *Locker) retryWithdrawals() {
 	}
 	l.books.mu.Unlock()
 	for token, wd := range pending {
-		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.heartbeat())
-		err := l.cancelToken(ctx, wd.ref, token, wd.hasMeta)
+		ctx, cancel := context.WithTimeout(ctx, l.cfg.heartbeat())
+		err := l.cancelToken(ctx, wd.ref, token, wd.hasMeta, wd.forGood)
 		cancel()
 		if err != nil {
 			continue
@@ -48,7 +62,7 @@ func (l *Locker) retryWithdrawals() {
 		l.books.mu.Lock()
 		if l.books.pending[token] == wd {
 			delete(l.books.pending, token)
-			wd.session.left()
+			l.withdrew(token, wd)
 		}
 		l.books.mu.Unlock()
 	}
@@ -56,19 +70,21 @@ func (l *Locker) retryWithdrawals() {
 
 // leave withdraws w from the queue, waiting for that at most one
 // heartbeat: a stalled Redis must not hold up the caller, and the
-// heartbeat finishes the job. Then it reports w's end with why.
-func (l *Locker) leave(w *waiter, why error) {
+// heartbeat finishes the job. forGood says that the request that queued w
+// may still reach Redis. Then it reports w's end with why.
+func (l *Locker) leave(w *waiter, why error, forGood bool) {
 	l.forget(w)
 	left := w.event(EventCancelled)
 	left.Wait, left.Queued = time.Since(w.start), w.queued
+	wd := &withdrawal{ref: w.ref, session: w.session, hasMeta: w.meta != "", forGood: forGood}
 	finished := make(chan struct{})
 	l.bg.Add(1)
 	go func() {
 		defer l.bg.Done()
 		defer close(finished)
-		ctx, cancel := context.WithTimeout(context.Background(), l.cfg.waitTTL())
+		ctx, cancel := context.WithTimeout(l.life, l.cfg.waitTTL())
 		defer cancel()
-		if err := l.withdraw(ctx, w.ref, w.session, w.token, w.meta != ""); err != nil {
+		if err := l.withdraw(ctx, w.token, wd); err != nil {
 			why = errors.Join(why, fmt.Errorf("fairlock: leaving the queue: %w", err))
 		}
 		left.Err = why

@@ -11,11 +11,15 @@
 -- ARGV[14] the TTL of its grants' records, in ms.
 -- Reply: an integer: the fence (> 0) if granted; 0 if not granted and not
 -- queued ("try"); if queued, -place under "count" (1 is next), else -1.
--- Errors: "FAIRLOCK_SESSION" if the caller's session is gone, and
+-- Errors: "FAIRLOCK_SESSION" if the caller's session is gone,
+-- "FAIRLOCK_WITHDRAWN" if its caller withdrew token already, and
 -- "FAIRLOCK_CAPACITY <capacity> <limit>" if the semaphore is in use with
 -- another capacity or group limit; then nothing changed.
 local token, mode, meta, group = ARGV[6], ARGV[7], ARGV[8], ARGV[11]
 if ARGV[12] then openSession(token, ARGV[12], ARGV[13], ARGV[14]) end
+-- A request that reaches Redis after its caller withdrew (cancel.lua)
+-- changes nothing.
+if withdrawn(token) then return redis.error_reply('FAIRLOCK_WITHDRAWN') end
 local ttl = grantTTL(token)
 if not ttl then return redis.error_reply('FAIRLOCK_SESSION') end
 local freed, err = openStore(tonumber(ARGV[9]), tonumber(ARGV[10]), true)
@@ -34,7 +38,12 @@ local function queuedReply()
   return -placeOf(token)
 end
 
-if holds(token) then return fenceOf(token) end
+-- A retry of this call (go-redis's, after a lost reply) finds its grant,
+-- which another call may have made on its behalf: the reply takes it up.
+if holds(token) then
+  clearMark(token)
+  return fenceOf(token)
+end
 if waits(token) then return queuedReply() end
 
 -- Free permits with nobody waiting are taken at once. Permits that an

@@ -3,8 +3,14 @@
 -- paid only here.
 -- uses: unlock
 -- KEYS: see lib/keys.lua; ARGV[1..5] as there, then
--- ARGV[6] token, ARGV[7] "1" if token has metadata to drop, else ""
+-- ARGV[6] token, ARGV[7] "1" if token has metadata to drop, else "",
+-- ARGV[8] "1" to withdraw it for good: a request that brought it may still
+-- be on its way, and must find it withdrawn (lib/tokens.lua)
 -- Reply: 1 token held permits and released them; 0 otherwise.
+admitAtFullMemory()
+local token = ARGV[6]
 local freed = openStore(nil, 0, false)
-local left = leave(ARGV[6])
-return releaseIfHolder(ARGV[6], ARGV[7], freed, left)
+local left = leave(token)
+local held = releaseIfHolder(token, ARGV[7], '', freed, left)
+clearMark(token, ARGV[8] == '1')
+return held

@@ -6,6 +6,7 @@
 -- token to end, or "" for every holder
 -- Reply: {{ended token, ...}, {granted token, fence, ...}}; nothing ended
 -- means nothing changed (no such holder).
+admitAtFullMemory()
 local freed = openStore(nil, 0, false)
 local ended = {}
 if ARGV[6] == '' then

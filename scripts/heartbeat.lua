@@ -11,6 +11,7 @@
 -- Reply: {s1, s2, ...}: si is, for waiter token i, the fence if it was
 -- granted, 0 if it is neither granted nor queued (it lost its place), and
 -- while it waits -place (1 is next) when asked, else -1.
+admitAtFullMemory()
 openStore(tonumber(ARGV[6]), tonumber(ARGV[7]), false)
 maintain(true)
 grantHeads()

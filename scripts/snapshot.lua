@@ -14,7 +14,7 @@ local function left(key) return redis.call('PTTL', key) end
 
 local holders = {}
 eachHolder(function(token, recordLeft)
-  local sessionLeft = left(sessionPrefix .. sessionOf(token))
+  local sessionLeft = holderLeft(token)
   if sessionLeft > 0 then
     holders[#holders + 1] = token
     holders[#holders + 1] = math.min(recordLeft, sessionLeft)

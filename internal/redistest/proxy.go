@@ -1,8 +1,10 @@
 package redistest
 
 // A small loopback TCP proxy for the network faults: it can add latency to
-// each direction, cut every connection, refuse new ones, lose the reply to
-// a command after Redis ran it, and rewrite replies.
+// each direction, cut every connection or one, refuse new ones, lose the
+// reply to a command after Redis ran it, hold one request or reply while
+// the other connections flow, send a request to Redis a second time, and
+// rewrite replies.
 
 import (
 	"bytes"
@@ -28,7 +30,41 @@ type Proxy struct {
 	dropping  map[net.Conn]bool         // server sides whose next reply is lost
 	droppedAt time.Time                 // when a reply was last lost
 	rewrite   func(reply []byte) []byte // RewriteReplies
+	holds     []*armed                  // HoldRequest, HoldReply, Duplicate: armed, not yet caught
+	replyHold map[net.Conn]*Hold        // server sides whose next reply is held
+	caught    []*Hold                   // every hold caught, released by Close
 	wg        sync.WaitGroup
+}
+
+// A Hold is one message kept in the network until Release: a request (and
+// whatever follows it on its connection, as TCP keeps order), a reply, or
+// the copy of a request.
+type Hold struct {
+	caught, gate chan struct{}
+	release      sync.Once
+}
+
+func newHold() *Hold { return &Hold{caught: make(chan struct{}), gate: make(chan struct{})} }
+
+// Caught is closed once the message was seen and is being held.
+func (h *Hold) Caught() <-chan struct{} { return h.caught }
+
+// Release lets the message go on. It is idempotent.
+func (h *Hold) Release() { h.release.Do(func() { close(h.gate) }) }
+
+// holdKind says what an armed hold catches.
+type holdKind int
+
+const (
+	holdRequest holdKind = iota
+	holdReply
+	duplicate
+)
+
+type armed struct {
+	kind   holdKind
+	marker []byte
+	hold   *Hold
 }
 
 // StartProxy starts a proxy to target, closed when the test ends.
@@ -38,7 +74,8 @@ func StartProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]struct{}{}, dropping: map[net.Conn]bool{}}
+	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]struct{}{}, dropping: map[net.Conn]bool{},
+		replyHold: map[net.Conn]*Hold{}}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.Close)
@@ -53,6 +90,60 @@ func (p *Proxy) SetLatency(up, down time.Duration) {
 
 // Refuse makes the proxy close new connections at once (on) or serve them.
 func (p *Proxy) Refuse(on bool) { p.refuse.Store(on) }
+
+// HoldRequest holds the next request whose bytes contain marker until
+// Release, and with it whatever the client sends after it on that
+// connection; the other connections flow. Redis gets the request when it is
+// released, even if the client gave up and closed its side meanwhile, as a
+// network that delivers late does.
+func (p *Proxy) HoldRequest(marker string) *Hold { return p.arm(holdRequest, marker) }
+
+// HoldReply lets the next request whose bytes contain marker reach Redis,
+// and holds Redis's next reply on that connection until Release.
+func (p *Proxy) HoldReply(marker string) *Hold { return p.arm(holdReply, marker) }
+
+// Duplicate lets the next request whose bytes contain marker through, and
+// sends Redis a copy of it on a connection of its own when the Hold is
+// released; the copy's reply is dropped. So a command reaches Redis twice,
+// the second time late, as go-redis's retry of a command whose reply was
+// lost, or a network that repeats itself, would send it.
+func (p *Proxy) Duplicate(marker string) *Hold { return p.arm(duplicate, marker) }
+
+func (p *Proxy) arm(kind holdKind, marker string) *Hold {
+	h := newHold()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.holds = append(p.holds, &armed{kind: kind, marker: []byte(marker), hold: h})
+	return h
+}
+
+// catch returns the armed hold that request b sets off, if any. p.mu is
+// held.
+func (p *Proxy) catch(b []byte) *armed {
+	for i, a := range p.holds {
+		if bytes.Contains(b, a.marker) {
+			p.holds = append(p.holds[:i], p.holds[i+1:]...)
+			p.caught = append(p.caught, a.hold)
+			close(a.hold.caught)
+			return a
+		}
+	}
+	return nil
+}
+
+// CutOne closes one open client connection, if there is one, and tells
+// whether there was.
+func (p *Proxy) CutOne() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		if c.LocalAddr().String() == p.Addr {
+			c.Close()
+			return true
+		}
+	}
+	return false
+}
 
 // Cut closes every open connection.
 func (p *Proxy) Cut() int {
@@ -101,9 +192,19 @@ func (p *Proxy) RewriteReplies(fn func(reply []byte) []byte) {
 	p.rewrite = fn
 }
 
-// Close stops the proxy and closes its connections.
+// Close stops the proxy and closes its connections; what it held is let go
+// first, so that no goroutine waits for a Release that never comes.
 func (p *Proxy) Close() {
 	p.ln.Close()
+	p.mu.Lock()
+	holds := p.caught
+	for _, a := range p.holds {
+		holds = append(holds, a.hold)
+	}
+	p.mu.Unlock()
+	for _, h := range holds {
+		h.Release()
+	}
 	p.Cut()
 	p.wg.Wait()
 }
@@ -145,8 +246,9 @@ func (p *Proxy) accept() {
 }
 
 type chunk struct {
-	b  []byte
-	at time.Time
+	b    []byte
+	at   time.Time
+	gate <-chan struct{} // nil, or closed when the chunk may go
 }
 
 // pipe copies src to dst, holding each chunk until its arrival time plus the
@@ -159,6 +261,9 @@ func (p *Proxy) pipe(src, dst net.Conn, lat *atomic.Int64, server net.Conn) {
 	go func() {
 		defer close(done)
 		for c := range q {
+			if c.gate != nil {
+				<-c.gate
+			}
 			if d := time.Until(c.at); d > 0 {
 				time.Sleep(d)
 			}
@@ -176,15 +281,32 @@ func (p *Proxy) pipe(src, dst net.Conn, lat *atomic.Int64, server net.Conn) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			b := append([]byte(nil), buf[:n]...)
+			var gate <-chan struct{}
 			p.mu.Lock()
 			drop, partition := false, false
-			switch {
+			switch a := (*armed)(nil); {
 			case server != nil && p.dropTo != nil && bytes.Contains(b, p.dropTo):
 				p.dropping[server], p.dropTo = true, nil
+			case server != nil && len(p.holds) > 0:
+				if a = p.catch(b); a == nil {
+					break
+				}
+				switch a.kind {
+				case holdRequest:
+					gate = a.hold.gate
+				case holdReply:
+					p.replyHold[server] = a.hold
+				case duplicate:
+					p.wg.Add(1)
+					go p.sendCopy(b, a.hold)
+				}
 			case server == nil && p.dropping[src]:
 				delete(p.dropping, src)
 				drop, partition = true, p.cutAfter
 				p.cutAfter, p.droppedAt = false, time.Now()
+			case server == nil && p.replyHold[src] != nil:
+				gate = p.replyHold[src].gate
+				delete(p.replyHold, src)
 			case server == nil && p.rewrite != nil:
 				b = p.rewrite(b)
 			}
@@ -198,7 +320,7 @@ func (p *Proxy) pipe(src, dst net.Conn, lat *atomic.Int64, server net.Conn) {
 				dst.Close()
 				break
 			}
-			q <- chunk{b: b, at: time.Now().Add(time.Duration(lat.Load()))}
+			q <- chunk{b: b, at: time.Now().Add(time.Duration(lat.Load())), gate: gate}
 		}
 		if err != nil {
 			if err != io.EOF {
@@ -213,4 +335,25 @@ func (p *Proxy) pipe(src, dst net.Conn, lat *atomic.Int64, server net.Conn) {
 	dst.Close()
 	p.untrack(src)
 	p.untrack(dst)
+}
+
+// sendCopy sends request b to Redis on a connection of its own once h is
+// released, and drops the reply.
+func (p *Proxy) sendCopy(b []byte, h *Hold) {
+	defer p.wg.Done()
+	<-h.gate
+	s, err := net.DialTimeout("tcp", p.target, time.Second)
+	if err != nil {
+		return
+	}
+	defer s.Close()
+	p.track(s)
+	defer p.untrack(s)
+	if _, err := s.Write(b); err != nil {
+		return
+	}
+	// Redis runs the copy before it reads the connection's end; its reply,
+	// read for at most a second, goes nowhere.
+	s.SetReadDeadline(time.Now().Add(time.Second)) //nolint:errcheck // a closed conn fails the read below
+	io.Copy(io.Discard, s)                         //nolint:errcheck // the reply is dropped
 }

@@ -37,7 +37,8 @@ local function pop(list) redis.call('LPOP', list) end
 
 -- purge removes the tokens of the set dead from list, keeping its order:
 -- one LREM each for a few, else the list is written anew, which costs one
--- pass, however many left.
+-- pass, however many left. A list written anew keeps its TTL if that is
+-- longer than keepTTL: another Locker may have given it a longer one.
 local function purge(list, dead, count)
   if count <= 8 then
     for token in pairs(dead) do redis.call('LREM', list, 1, token) end
@@ -47,9 +48,10 @@ local function purge(list, dead, count)
   for _, token in ipairs(redis.call('LRANGE', list, 0, -1)) do
     if not dead[token] then kept[#kept + 1] = token end
   end
+  local ttl = math.max(redis.call('PTTL', list), keepTTL)
   redis.call('DEL', list)
   for i = 1, #kept, BATCH do
     redis.call('RPUSH', list, unpack(kept, i, math.min(i + BATCH - 1, #kept)))
   end
-  if #kept > 0 then redis.call('PEXPIRE', list, keepTTL) end
+  if #kept > 0 then redis.call('PEXPIRE', list, ttl) end
 end

@@ -6,8 +6,10 @@
 -- an earlier one, even when it would fit, or a large request (a writer)
 -- could wait forever behind a stream of small ones. Dead waiters met on the
 -- way are dropped. A grant's record lives as long as its waiter's session
--- asks (grantTTL); the waiter's metadata stays under its token, now a
--- holder's. Each Locker with a granted waiter gets one message, "token
+-- asks (grantTTL), and the grant as long as the waiter does until its
+-- Locker takes it up (markGranted), but for the token quiet, whose caller
+-- takes it up from the reply; the waiter's metadata stays under its token,
+-- now a holder's. Each Locker with a granted waiter gets one message, "token
 -- fence token fence ...", with notifyCmd to notifyPrefix .. its Locker id,
 -- but for the token quiet, whose caller reads its grant in the reply.
 -- Returns the grants, {token, fence, ...}, or nil when there were none.
@@ -26,6 +28,7 @@ local function grantHeads(quiet)
       local fence = nextFence()
       local more = take(head, group, ttl, fence)
       if head ~= quiet then
+        markGranted(head)
         local locker = lockerOf(head)
         local grant = head .. ' ' .. string.format('%d', fence)
         if not firstLocker then

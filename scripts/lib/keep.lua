@@ -9,3 +9,13 @@ local function keepFor(key, ttl, mayBeNew)
     redis.call('PEXPIRE', key, ttl, 'NX')
   end
 end
+
+-- admitAtFullMemory: a Redis at full memory (maxmemory under noeviction)
+-- refuses a script's first write if it may grow memory, and lets a script
+-- that has written go on to its end. The scripts that serve the parties
+-- already in (heartbeat, release, cancel, extend, force_release) start
+-- with a write that cannot grow memory and changes nothing (no field of
+-- metaKey is named ""), so nothing replicates: at full memory, renewals,
+-- releases, withdrawals and grants to queued waiters go on, while a new
+-- request (acquire.lua) is refused with Redis's error.
+local function admitAtFullMemory() redis.call('HDEL', metaKey, '') end

@@ -1,19 +1,30 @@
 -- tokens.lua: what a token says, and whether its owner is alive. A token
 -- is "<session>:<seq>", with "#<permits>" after it when it asks for more
 -- than one; a session is "<locker>.<epoch>".
--- A Locker keeps its session alive with two keys, which it renews every
+-- A Locker keeps each session alive with two keys, which it renews every
 -- heartbeat and which Redis drops when it stops:
---   sessionPrefix .. session          its holders live while this key does
---                                     (TTL: the Locker's lease TTL)
---   sessionPrefix .. session .. ':w'  its waiters live while this key does
---                                     (TTL: its waiter TTL, never longer
---                                     than the lease TTL); the value is the
---                                     TTL, in ms, of the record of a grant
---                                     to one of its waiters
+--   sessionPrefix .. session          a hash; its holders live while it
+--                                     does (TTL: the Locker's lease TTL).
+--                                     Its field "" is always there; a
+--                                     field named by a token marks it:
+--                                       "u"  a grant to a waiter that its
+--                                            Locker has not taken up yet:
+--                                            it lives by the waiters' key
+--                                       "x"  a withdrawn token: it is never
+--                                            granted or held, however late
+--                                            a request with it comes
+--   sessionPrefix .. session .. ':w'  its waiters, and its grants marked
+--                                     "u", live while this key does (TTL:
+--                                     its waiter TTL, never longer than
+--                                     the lease TTL); the value is the TTL,
+--                                     in ms, of the record of a grant to
+--                                     one of its waiters
 -- A Locker that loses a session never renews it again: it starts another.
 -- So no party of a dead session comes back to life.
 
 local function sessionOf(token) return string.match(token, '^[^:]*') end
+
+local function sessionKey(token) return sessionPrefix .. sessionOf(token) end
 
 -- weight is the permits token asks for.
 local function weight(token)
@@ -24,37 +35,86 @@ end
 -- The Locker's id names its notification channel (lib/grant.lua).
 local function lockerOf(token) return string.match(token, '^[^.:]*') end
 
-local holderLiveness, grantTTLs = {}, {}
+local sessionsAlive, grantTTLs = {}, {}
 
--- holderAlive: does token's session still live, so that its grant holds.
-local function holderAlive(token)
-  local key = sessionPrefix .. sessionOf(token)
-  local alive = holderLiveness[key]
+-- sessionAlive: does token's session's holders' key live.
+local function sessionAlive(token)
+  local key = sessionKey(token)
+  local alive = sessionsAlive[key]
   if alive == nil then
     alive = redis.call('EXISTS', key) == 1
-    holderLiveness[key] = alive
+    sessionsAlive[key] = alive
   end
   return alive
 end
 
 -- grantTTL is the record TTL a grant to the waiter token gets, or nil when
--- its session's waiters are gone.
+-- it may not be granted: its session's waiters are gone, or the session.
 local function grantTTL(token)
-  local key = sessionPrefix .. sessionOf(token) .. ':w'
+  local key = sessionKey(token) .. ':w'
   local ttl = grantTTLs[key]
   if ttl == nil then
     ttl = tonumber(redis.call('GET', key)) or false
+    if ttl and not sessionAlive(token) then ttl = false end
     grantTTLs[key] = ttl
   end
   return ttl or nil
+end
+
+-- markOf is token's mark, if any; it learns on the way whether the
+-- session lives.
+local function markOf(token)
+  local key = sessionKey(token)
+  local f = redis.call('HMGET', key, '', token)
+  sessionsAlive[key] = f[1] ~= false
+  return f[2]
+end
+
+-- holderAlive: does token's grant hold. A grant its Locker has not taken
+-- up lives as long as the Locker's waiters do.
+local function holderAlive(token)
+  local mark = markOf(token)
+  if not sessionAlive(token) then return false end
+  if mark == 'u' then return grantTTL(token) ~= nil end
+  return mark ~= 'x'
+end
+
+-- holderLeft is how long, in ms, token's grant lives if its Locker stops
+-- renewing it, by the same rules; 0 or less if it is dead.
+local function holderLeft(token)
+  local key = sessionKey(token)
+  local mark = markOf(token)
+  if mark == 'x' then return 0 end
+  local left = redis.call('PTTL', key)
+  if mark == 'u' then left = math.min(left, redis.call('PTTL', key .. ':w')) end
+  return left
+end
+
+local function withdrawn(token) return markOf(token) == 'x' end
+
+-- markGranted marks a grant made to a waiter on its behalf: until its
+-- Locker takes it up (HDEL, lib/unlock.lua and the Locker's heartbeat), a
+-- waiter that died as it was granted frees the lock with its waiters' key.
+local function markGranted(token) redis.call('HSET', sessionKey(token), token, 'u') end
+
+-- clearMark forgets token's mark, if its session lives: it was taken up,
+-- released or withdrawn; withdraw marks it withdrawn for good.
+local function clearMark(token, withdraw)
+  if not sessionAlive(token) then return end
+  if withdraw then
+    redis.call('HSET', sessionKey(token), token, 'x')
+  else
+    redis.call('HDEL', sessionKey(token), token)
+  end
 end
 
 -- openSession makes token's session live, or keeps it: its Locker asks
 -- for this only for a session that has never lived, or none of whose
 -- parties are left in this lock.
 local function openSession(token, leaseMs, waiterMs, grantMs)
-  local key = sessionPrefix .. sessionOf(token)
-  redis.call('SET', key, '', 'PX', leaseMs)
+  local key = sessionKey(token)
+  redis.call('HSET', key, '', '')
+  redis.call('PEXPIRE', key, leaseMs)
   redis.call('SET', key .. ':w', grantMs, 'PX', waiterMs)
-  holderLiveness[key], grantTTLs[key .. ':w'] = true, tonumber(grantMs)
+  sessionsAlive[key], grantTTLs[key .. ':w'] = true, tonumber(grantMs)
 end
