@@ -28,6 +28,10 @@ var errSessionGone = errors.New("fairlock: session gone")
 // errGrantExpired means a grant ended before its waiter could take it.
 var errGrantExpired = errors.New("fairlock: grant expired unclaimed")
 
+// errWithdrawn means a request whose answer was lost had not reached Redis,
+// and its token is withdrawn for good: the call starts again.
+var errWithdrawn = errors.New("fairlock: request withdrawn after its answer was lost")
+
 // acquire serves every kind of lock: req says which, and what it asks for.
 func (l *Locker) acquire(ctx context.Context, req request, wait bool, opts []AcquireOption) (*Lease, error) {
 	a := &attempt{l: l, req: req, wait: wait, mode: modeTry, start: time.Now()}
@@ -99,7 +103,7 @@ func (a *attempt) run(ctx context.Context) (*Lease, error) {
 			if done {
 				return lease, err
 			}
-			if err == errSessionGone {
+			if err == errSessionGone || err == errWithdrawn {
 				lost++
 				continue
 			}
@@ -111,9 +115,9 @@ func (a *attempt) run(ctx context.Context) (*Lease, error) {
 		a.l.listen(w)
 		reply, err := a.enqueue(ctx, w, open)
 		switch {
-		case err == errSessionGone:
+		case err == errSessionGone || err == errWithdrawn:
 			if lost++; lost > sessionRetries {
-				return nil, failed("acquire", ref.name, errSessionGone)
+				return nil, failed("acquire", ref.name, err)
 			}
 			continue
 		case err != nil:
@@ -164,9 +168,22 @@ func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Le
 	w.sent = time.Now()
 	a.l.books.mu.Unlock()
 	fence, outcome, err := a.l.fastAcquire(ctx, w, open)
+	if err != nil && !isRedisError(err) {
+		// The answer was lost, maybe not the request: it took the lock, or
+		// it is withdrawn now.
+		if fence, err = a.recover(ctx, w, failed("acquire", w.ref.name, err)); err != nil {
+			return nil, true, ctxError(ctx, err)
+		}
+		if fence <= 0 {
+			a.l.drop(w)
+			return nil, false, errWithdrawn
+		}
+		outcome = fastGranted
+	}
 	switch {
 	case err != nil:
-		// The SET may have reached Redis: withdraw the token.
+		// Redis refused a command: withdraw the token, whose SET may have
+		// run.
 		return nil, true, ctxError(ctx, a.fail(w, failed("acquire", w.ref.name, err), true))
 	case outcome == fastSessionGone:
 		a.l.drop(w)
@@ -199,7 +216,17 @@ func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, er
 	a.l.books.mu.Lock()
 	w.sent = time.Now()
 	a.l.books.mu.Unlock()
-	reply, err := w.ref.kind.scripts.acquire.run(ctx, a.l.client, args, retried).Int64()
+	reply, err := w.ref.kind.scripts.acquire.run(ctx, a.l.client, args, once).Int64()
+	if err != nil && !isRedisError(err) {
+		// The answer was lost, maybe not the request.
+		if reply, err = a.recover(ctx, w, err); err == nil && reply == 0 {
+			a.l.drop(w)
+			return 0, errWithdrawn
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
 	switch {
 	case err == nil:
 		if open != nil {
@@ -217,8 +244,22 @@ func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, er
 		return 0, fmt.Errorf("%w: semaphore %s is in use with %s, not %s", ErrInvalid, quoteName(w.ref.name),
 			capacityText(in[0], in[1]), capacityText(fmt.Sprint(a.req.capacity), fmt.Sprint(a.req.limit)))
 	}
-	// The reply may be lost, not the request: withdraw the token.
+	// Refused: withdraw the token, in case part of the script ran.
 	return 0, a.fail(w, err, true)
+}
+
+// recover asks Redis what became of w's request, whose answer was lost
+// (cause): the fence of its grant, its place (< 0), or 0 if it had not
+// reached Redis, and then never will (recover.lua). If Redis cannot be
+// asked either, w is withdrawn for good in the background and the call ends
+// with cause.
+func (a *attempt) recover(ctx context.Context, w *waiter, cause error) (int64, error) {
+	args := w.ref.call(w.tokenArg, a.mode, a.l.refs.leaseMs)
+	reply, err := w.ref.kind.scripts.recover.run(ctx, a.l.client, args, retried).Int64()
+	if err != nil {
+		return 0, a.fail(w, cause, true)
+	}
+	return reply, nil
 }
 
 // capacityText says a capacity and group limit ("0": none).

@@ -56,7 +56,9 @@ func (l *Locker) fastAcquire(ctx context.Context, w *waiter, open []any) (fence 
 	}
 	exists := p.Do(ctx, ref.fastExists...)
 	ref.fastSet[2] = w.tokenArg
-	taken := p.Do(ctx, ref.fastSet...)
+	// Never sent twice (see once): its caller asks recover.lua instead.
+	taken := redis.NewCmd(ctx, ref.fastSet...)
+	p.Process(ctx, onceCmd{taken}) //nolint:errcheck // read from taken
 	incr := p.Do(ctx, ref.fastGen[0]...)
 	p.Do(ctx, ref.fastGen[1]...)
 	p.Exec(ctx) //nolint:errcheck // each command's own error is read below

@@ -104,10 +104,10 @@ func TestDoReleasesOnPanic(t *testing.T) {
 }
 
 // A caller told that its acquire failed holds nothing, whatever failed: a
-// reply lost after Redis ran the command (with go-redis's retries off, the
-// call fails and withdraws; with them on, the retry finds the call's own
-// grant or place and the call succeeds after all), a release whose reply
-// was lost, and a Redis restart.
+// reply lost after Redis ran the command (the call asks what became of it,
+// and gets the grant or the place its request made), the same with Redis
+// gone before the call could ask (it fails and withdraws), a release whose
+// reply was lost, and a Redis restart.
 func TestFailedCallsHoldNothing(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 30*time.Second)
@@ -141,21 +141,54 @@ func TestFailedCallsHoldNothing(t *testing.T) {
 		}
 	}
 
-	t.Run("fast-path-reply-lost", func(t *testing.T) {
-		l := via(-1) // go-redis sends nothing twice
-		warm(l, "w1")
-		px.DropReplyTo("fastlost")
-		_, err := l.Acquire(ctx, "fastlost")
-		if err == nil {
-			t.Fatal("Acquire whose reply was lost succeeded without a retry")
-		}
-		t.Logf("Acquire: %v", err)
-		freeWithin("the fast path's reply lost", "fastlost", heartbeat+slack)
-	})
+	// A lost answer is asked about (recover.lua), with go-redis's retries
+	// on or off: go-redis never sends a request that brings a token twice.
+	for _, retries := range []int{-1, 3} {
+		t.Run(fmt.Sprintf("fast-path-reply-lost/retries=%d", retries), func(t *testing.T) {
+			l := via(retries)
+			name := fmt.Sprintf("fastlost%d", retries)
+			warm(l, "w1")
+			px.DropReplyTo(name)
+			s, err := l.Acquire(ctx, name)
+			if err != nil {
+				t.Fatalf("Acquire whose reply was lost: %v, want the grant its request made", err)
+			}
+			if h := holderOf(t, other, name); h != s.Token() {
+				t.Fatalf("the call holds %q, want its own token %s", h, s.Token())
+			}
+			released(t, s)
+			freeWithin("after its release", name, slack)
+		})
+		t.Run(fmt.Sprintf("enqueue-reply-lost/retries=%d", retries), func(t *testing.T) {
+			l := via(retries)
+			name := fmt.Sprintf("enqlost%d", retries)
+			warm(l, "w3")
+			holder := mustAcquire(t, other, name)
+			// The Locker that found the lock taken skips the fast path: its
+			// Acquire goes to the enqueue script.
+			if _, err := l.TryAcquire(ctx, name); !errors.Is(err, fairlock.ErrNotAcquired) {
+				t.Fatal(err)
+			}
+			px.DropReplyTo("evalsha")
+			got := make(chan result, 1)
+			go func() {
+				s, err := l.Acquire(ctx, name)
+				got <- result{s, err}
+			}()
+			waitWaitersOf(t, other, name, 1)
+			if st, _ := other.Inspect(ctx, fairlock.LockMutex, name); st.Queued != 1 {
+				t.Fatalf("an enqueue whose reply was lost queued %d entries, want 1", st.Queued)
+			}
+			released(t, holder)
+			s, _ := await(t, got, slack)
+			released(t, s)
+		})
+	}
 	t.Run("fast-path-reply-lost-then-partition", func(t *testing.T) {
-		// The withdrawal cannot reach Redis at first either: the token
-		// holds the lock until the Locker's heartbeat withdraws it, within a
-		// heartbeat of Redis answering again.
+		// Neither the answer nor the question about it gets through: the
+		// call fails, and the token holds the lock until the Locker's
+		// heartbeat withdraws it, within a heartbeat of Redis answering
+		// again.
 		l := via(-1)
 		warm(l, "w5")
 		px.PartitionAfterReplyTo("partlost")
@@ -167,69 +200,6 @@ func TestFailedCallsHoldNothing(t *testing.T) {
 		}
 		px.Refuse(false)
 		freeWithin("the fast path's reply lost in a partition", "partlost", heartbeat+slack)
-	})
-	t.Run("fast-path-reply-lost-retried", func(t *testing.T) {
-		l := via(3)
-		warm(l, "w2")
-		px.DropReplyTo("fastretry")
-		s, err := l.Acquire(ctx, "fastretry")
-		if err != nil {
-			t.Fatalf("Acquire whose reply was lost and retried by go-redis: %v, want the grant", err)
-		}
-		if h := holderOf(t, other, "fastretry"); h != s.Token() {
-			t.Fatalf("the retried call holds %q, want its own token %s", h, s.Token())
-		}
-		if err := s.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
-		freeWithin("after its release", "fastretry", slack)
-	})
-	t.Run("enqueue-reply-lost", func(t *testing.T) {
-		l := via(-1)
-		warm(l, "w3")
-		holder := mustAcquire(t, other, "enq")
-		// The Locker that found the lock taken skips the fast path: its
-		// Acquire goes to the enqueue script.
-		if _, err := l.TryAcquire(ctx, "enq"); !errors.Is(err, fairlock.ErrNotAcquired) {
-			t.Fatal(err)
-		}
-		px.DropReplyTo("evalsha")
-		_, err := l.Acquire(ctx, "enq")
-		if err == nil {
-			t.Fatal("Acquire whose enqueue reply was lost succeeded without a retry")
-		}
-		deadline := time.Now().Add(heartbeat + slack)
-		for st, _ := other.Inspect(ctx, fairlock.LockMutex, "enq"); len(st.Waiters) != 0; st, _ = other.Inspect(ctx, fairlock.LockMutex, "enq") {
-			if time.Now().After(deadline) {
-				t.Fatalf("the failed Acquire's entry is still queued a heartbeat later: %+v", st)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-		released(t, holder)
-		freeWithin("a failed enqueue", "enq", slack)
-	})
-	t.Run("enqueue-reply-lost-retried", func(t *testing.T) {
-		l := via(3)
-		warm(l, "w4")
-		holder := mustAcquire(t, other, "enqretry")
-		if _, err := l.TryAcquire(ctx, "enqretry"); !errors.Is(err, fairlock.ErrNotAcquired) {
-			t.Fatal(err)
-		}
-		px.DropReplyTo("evalsha")
-		got := make(chan result, 1)
-		go func() {
-			s, err := l.Acquire(ctx, "enqretry")
-			got <- result{s, err}
-		}()
-		waitWaitersOf(t, other, "enqretry", 1)
-		if st, _ := other.Inspect(ctx, fairlock.LockMutex, "enqretry"); st.Queued != 1 {
-			t.Fatalf("a retried enqueue queued %d entries, want 1", st.Queued)
-		}
-		released(t, holder)
-		s, _ := await(t, got, slack)
-		if err := s.Release(ctx); err != nil {
-			t.Fatal(err)
-		}
 	})
 	t.Run("release-reply-lost", func(t *testing.T) {
 		l := via(3)

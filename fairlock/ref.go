@@ -66,6 +66,7 @@ type refCache struct {
 	sharded        bool
 	keepMs, scanMs any // keepTTL and the heartbeat in ms, boxed
 	recordMs       any // the TTL of a fast-path grant's record
+	leaseMs        any // the lease TTL, which a withdrawal mark lives at least
 
 	mu   sync.Mutex
 	refs map[refKey]*lockRef
@@ -79,6 +80,7 @@ func newRefCache(cfg *config, locker string, sharded bool) *refCache {
 		keepMs:   cfg.keepTTL().Milliseconds(),
 		scanMs:   cfg.heartbeat().Milliseconds(),
 		recordMs: cfg.recordTTL().Milliseconds(),
+		leaseMs:  cfg.leaseTTL.Milliseconds(),
 		refs:     map[refKey]*lockRef{},
 	}
 }
@@ -107,10 +109,9 @@ func (c *refCache) get(k *kind, name string) *lockRef {
 		r.args = append(r.args, key)
 	}
 	r.args = append(r.args, r.sessions, notifyCmd, notifyPrefix, c.keepMs, c.scanMs)
-	queue, lock, fence := r.args[1], r.args[0], r.args[3]
+	lock, fence := r.args[0], r.args[3]
 	r.fastSet = []any{"set", lock, nil, "nx", "get", "px", c.recordMs}
 	r.fastGen = [2][]any{{"incr", fence}, {"pexpire", fence, scripts.FenceTTLMs, "nx"}}
-	_ = queue
 	c.refs[refKey{k, name}] = r
 	return r
 }

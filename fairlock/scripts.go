@@ -10,12 +10,13 @@ import (
 
 // A scriptSet is the queue engine's scripts on one holder store.
 type scriptSet struct {
-	acquire, release, cancel, extend, heartbeat, snapshot, forceRelease, seed *luaScript
+	acquire, recover, release, cancel, extend, heartbeat, snapshot, forceRelease, seed *luaScript
 }
 
 func newScriptSet(s scripts.Set) *scriptSet {
 	return &scriptSet{
 		acquire:      newScript(s.Acquire),
+		recover:      newScript(s.Recover),
 		release:      newScript(s.Release),
 		cancel:       newScript(s.Cancel),
 		extend:       newScript(s.Extend),
@@ -50,13 +51,17 @@ func newScript(src string) *luaScript {
 type runMode int
 
 const (
-	// retried: go-redis may send it again after a lost reply. The scripts
-	// that take are safe to repeat: a second call finds its token's
-	// grant or place and answers as the first did.
+	// retried: go-redis may send it again after a lost reply: a second
+	// run answers as the first did, and one that comes late changes
+	// nothing the first did not.
 	retried runMode = iota
-	// once: never sent twice by go-redis. A release repeated after a lost
-	// reply would find nothing to release and report the lease lost; its
-	// caller retries knowing it.
+	// once: never sent twice by go-redis. A request that brings a token
+	// (acquire.lua, the fast path) must not: a first copy held in the
+	// network could reach Redis after a retry was answered and its grant
+	// released, and take the lock for a token nobody holds; its caller
+	// asks recover.lua instead. A release repeated after a lost reply would
+	// find nothing to release and report the lease lost; its caller
+	// retries knowing it.
 	once
 	// readOnly: EVALSHA_RO, which a read-only ACL rule allows.
 	readOnly

@@ -41,7 +41,11 @@ func (l *Locker) withdrew(token string, wd *withdrawal) {
 // back its grant; forGood marks it so that a request with it that reaches
 // Redis later finds it withdrawn.
 func (l *Locker) cancelToken(ctx context.Context, ref *lockRef, token string, hasMeta, forGood bool) error {
-	return ref.kind.scripts.cancel.run(ctx, l.client, ref.call(token, flag(hasMeta), flag(forGood)), retried).Err()
+	mark := noArg
+	if forGood {
+		mark = l.refs.leaseMs
+	}
+	return ref.kind.scripts.cancel.run(ctx, l.client, ref.call(token, flag(hasMeta), mark), retried).Err()
 }
 
 // retryWithdrawals runs every pending withdrawal once.

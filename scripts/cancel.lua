@@ -4,13 +4,14 @@
 -- uses: unlock
 -- KEYS: see lib/keys.lua; ARGV[1..5] as there, then
 -- ARGV[6] token, ARGV[7] "1" if token has metadata to drop, else "",
--- ARGV[8] "1" to withdraw it for good: a request that brought it may still
--- be on its way, and must find it withdrawn (lib/tokens.lua)
+-- ARGV[8] "" or, to withdraw it for good (a request that brought it may
+-- still be on its way, and must find it withdrawn: lib/tokens.lua), the
+-- caller's lease TTL in ms
 -- Reply: 1 token held permits and released them; 0 otherwise.
 admitAtFullMemory()
 local token = ARGV[6]
 local freed = openStore(nil, 0, false)
 local left = leave(token)
 local held = releaseIfHolder(token, ARGV[7], '', freed, left)
-clearMark(token, ARGV[8] == '1')
+if ARGV[8] == '' then clearMark(token) else withdraw(token, ARGV[8]) end
 return held

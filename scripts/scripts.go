@@ -104,13 +104,14 @@ func load(name, store string) string {
 
 // A Set is the engine's scripts on one holder store, ready for EVAL.
 type Set struct {
-	Acquire, Release, Cancel, Extend, Heartbeat string
-	Snapshot, ForceRelease, Seed                string
+	Acquire, Recover, Release, Cancel, Extend, Heartbeat string
+	Snapshot, ForceRelease, Seed                         string
 }
 
 func loadSet(store string) Set {
 	return Set{
 		Acquire:      load("acquire.lua", store),
+		Recover:      load("recover.lua", store),
 		Release:      load("release.lua", store),
 		Cancel:       load("cancel.lua", store),
 		Extend:       load("extend.lua", store),
@@ -134,7 +135,7 @@ func All() map[string]string {
 	all := map[string]string{}
 	for store, set := range map[string]Set{"lock": Mutex, "counted": Counted} {
 		for file, src := range map[string]string{
-			"acquire": set.Acquire, "release": set.Release, "cancel": set.Cancel, "extend": set.Extend,
+			"acquire": set.Acquire, "recover": set.Recover, "release": set.Release, "cancel": set.Cancel, "extend": set.Extend,
 			"heartbeat": set.Heartbeat, "snapshot": set.Snapshot, "force_release": set.ForceRelease, "seed": set.Seed,
 		} {
 			all[store+"/"+file] = src

@@ -37,12 +37,13 @@ local function lockerOf(token) return string.match(token, '^[^.:]*') end
 
 local sessionsAlive, grantTTLs = {}, {}
 
--- sessionAlive: does token's session's holders' key live.
+-- sessionAlive: does token's session live: its holders' key, with its
+-- field "" (a mark may come before the session opens: withdraw).
 local function sessionAlive(token)
   local key = sessionKey(token)
   local alive = sessionsAlive[key]
   if alive == nil then
-    alive = redis.call('EXISTS', key) == 1
+    alive = redis.call('HEXISTS', key, '') == 1
     sessionsAlive[key] = alive
   end
   return alive
@@ -84,7 +85,7 @@ end
 local function holderLeft(token)
   local key = sessionKey(token)
   local mark = markOf(token)
-  if mark == 'x' then return 0 end
+  if mark == 'x' or not sessionAlive(token) then return 0 end
   local left = redis.call('PTTL', key)
   if mark == 'u' then left = math.min(left, redis.call('PTTL', key .. ':w')) end
   return left
@@ -97,15 +98,17 @@ local function withdrawn(token) return markOf(token) == 'x' end
 -- waiter that died as it was granted frees the lock with its waiters' key.
 local function markGranted(token) redis.call('HSET', sessionKey(token), token, 'u') end
 
--- clearMark forgets token's mark, if its session lives: it was taken up,
--- released or withdrawn; withdraw marks it withdrawn for good.
-local function clearMark(token, withdraw)
-  if not sessionAlive(token) then return end
-  if withdraw then
-    redis.call('HSET', sessionKey(token), token, 'x')
-  else
-    redis.call('HDEL', sessionKey(token), token)
-  end
+-- clearMark forgets token's mark: it was taken up, released or withdrawn.
+local function clearMark(token) redis.call('HDEL', sessionKey(token), token) end
+
+-- withdraw marks token withdrawn for good. The request that brought it may
+-- have been the one to open its session: then the mark comes first, in a
+-- hash that lives ttl ms unless the session opens (openSession keeps the
+-- mark). A session that died takes the mark with it, and needs none.
+local function withdraw(token, ttl)
+  local key = sessionKey(token)
+  redis.call('HSET', key, token, 'x')
+  redis.call('PEXPIRE', key, ttl, 'NX')
 end
 
 -- openSession makes token's session live, or keeps it: its Locker asks
