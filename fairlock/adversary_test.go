@@ -438,3 +438,102 @@ func TestTTLsAboveTheMaximum(t *testing.T) {
 		released(t, s)
 	}
 }
+
+// A lost answer is asked about (recover.lua), and the answer is only as
+// good as what Redis still has. Each case was found by the state machine.
+func TestLostAnswersAreAskedAbout(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 30*time.Second)
+	px := redistest.StartProxy(t, srv.Addr)
+	c := redis.NewClient(&redis.Options{Addr: px.Addr, MaxRetries: -1})
+	t.Cleanup(func() { c.Close() })
+	l := newLocker(t, c)
+	other := newLocker(t, srv.Client(t))
+	released(t, mustAcquire(t, l, "warm"))
+
+	t.Run("fresh-fence", func(t *testing.T) {
+		// The fast path's INCR counts a new fence key up from 1: a grant
+		// learnt from recover.lua has a fence drawn after the seed.
+		px.DropReplyTo("{fresh}")
+		s := mustAcquire(t, l, "fresh")
+		if s.Fence() < 1_000_000_000_000 {
+			t.Errorf("fence %d of a grant whose answer was lost, want one seeded from the clock", s.Fence())
+		}
+		released(t, s)
+	})
+	t.Run("session-gone", func(t *testing.T) {
+		// Redis lost the session: the fast path's SET takes the lock for a
+		// token of a dead session, which nobody counts as held. The call
+		// must not hand that grant out.
+		rdb.FlushAll(ctx)
+		px.DropReplyTo("{gone}")
+		s := mustAcquire(t, l, "gone")
+		if h := holderOf(t, other, "gone"); h != s.Token() {
+			t.Fatalf("Acquire handed out %s, but Redis counts %q as the holder", s.Token(), h)
+		}
+		if _, err := other.TryAcquire(ctx, "gone"); !errors.Is(err, fairlock.ErrNotAcquired) {
+			t.Fatalf("another Locker's TryAcquire while the lease is held: %v", err)
+		}
+		released(t, s)
+	})
+	t.Run("waiters-first", func(t *testing.T) {
+		// The lock is free but a waiter is queued (its holder expired with
+		// nobody releasing): the fast path's SET takes it, its answer is
+		// lost, and the call must hand it to the waiter, not keep it.
+		token := liveWaiter(t, rdb, "queued", 1)
+		px.DropReplyTo("{queued}")
+		got := make(chan result, 1)
+		go func() {
+			s, err := l.Acquire(ctx, "queued")
+			got <- result{s, err}
+		}()
+		deadline := time.Now().Add(2 * time.Second)
+		for holderOf(t, other, "queued") != token {
+			if time.Now().After(deadline) {
+				t.Fatalf("the queued waiter %s was never granted: the lock is held by %q", token, holderOf(t, other, "queued"))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		select {
+		case r := <-got:
+			t.Fatalf("Acquire returned (%v) while the waiter queued before it holds the lock", r.err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if _, err := other.ForceRelease(ctx, fairlock.LockMutex, "queued", token); err != nil {
+			t.Fatal(err)
+		}
+		s, _ := await(t, got, 2*time.Second)
+		released(t, s)
+	})
+}
+
+// Extend never shortens a lease: an extension the network delays must not
+// cut a later one short.
+func TestExtendNeverShortens(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := withTimeout(t, 10*time.Second)
+	l := newLocker(t, srv.Client(t), fairlock.WithAutoRenew(false))
+	for kind, acquire := range map[fairlock.LockKind]acquireFunc{
+		fairlock.LockMutex: func(ctx context.Context, o ...fairlock.AcquireOption) (*fairlock.Lease, error) {
+			return l.Acquire(ctx, "ext", o...)
+		},
+		fairlock.LockSemaphore: permits(mustSem(t, l, "ext", 2), 1),
+	} {
+		s := hold(t, acquire)
+		if err := s.Extend(ctx, 5*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Extend(ctx, 100*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		if s.Err() != nil {
+			t.Fatalf("the lease ended after a shorter Extend: %v", s.Err())
+		}
+		if st, err := l.Inspect(ctx, kind, "ext"); err != nil || !st.Held() || st.Holders[0].Token != s.Token() {
+			t.Fatalf("%v: after Extend(5s) and Extend(100ms), 300ms later Redis has %+v (%v)", kind, st, err)
+		}
+		released(t, s)
+	}
+}

@@ -32,6 +32,10 @@ var errGrantExpired = errors.New("fairlock: grant expired unclaimed")
 // and its token is withdrawn for good: the call starts again.
 var errWithdrawn = errors.New("fairlock: request withdrawn after its answer was lost")
 
+// errQueuedFirst means the fast path took a lock whose queue has waiters,
+// who may have come first: it hands the lock to them and queues.
+var errQueuedFirst = errors.New("fairlock: waiters queued")
+
 // acquire serves every kind of lock: req says which, and what it asks for.
 func (l *Locker) acquire(ctx context.Context, req request, wait bool, opts []AcquireOption) (*Lease, error) {
 	a := &attempt{l: l, req: req, wait: wait, mode: modeTry, start: time.Now()}
@@ -171,14 +175,19 @@ func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Le
 	if err != nil && !isRedisError(err) {
 		// The answer was lost, maybe not the request: it took the lock, or
 		// it is withdrawn now.
-		if fence, err = a.recover(ctx, w, failed("acquire", w.ref.name, err)); err != nil {
+		fence, err = a.recover(ctx, w, modeFast, failed("acquire", w.ref.name, err))
+		switch {
+		case err == errSessionGone:
+			return nil, false, err
+		case err == errQueuedFirst:
+			outcome, err = fastQueued, a.l.cancelToken(ctx, w.ref, w.token, false, false)
+		case err != nil:
 			return nil, true, ctxError(ctx, err)
+		case fence <= 0:
+			return nil, false, a.l.withdrawn(w, open)
+		default:
+			outcome = fastGranted
 		}
-		if fence <= 0 {
-			a.l.drop(w)
-			return nil, false, errWithdrawn
-		}
-		outcome = fastGranted
 	}
 	switch {
 	case err != nil:
@@ -219,9 +228,8 @@ func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, er
 	reply, err := w.ref.kind.scripts.acquire.run(ctx, a.l.client, args, once).Int64()
 	if err != nil && !isRedisError(err) {
 		// The answer was lost, maybe not the request.
-		if reply, err = a.recover(ctx, w, err); err == nil && reply == 0 {
-			a.l.drop(w)
-			return 0, errWithdrawn
+		if reply, err = a.recover(ctx, w, a.mode, err); err == nil && reply == 0 {
+			return 0, a.l.withdrawn(w, open)
 		}
 		if err != nil {
 			return 0, err
@@ -248,18 +256,41 @@ func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, er
 	return 0, a.fail(w, err, true)
 }
 
+// withdrawn forgets w, whose request recover.lua withdrew before it reached
+// Redis, and returns errWithdrawn. If that request was to open w's session
+// (open), no party joins the session any more: the request may still come
+// and open it, after a loss of Redis's data took the withdrawal's mark
+// with it; the session then dies within its TTL, as nobody renews it.
+func (l *Locker) withdrawn(w *waiter, open []any) error {
+	l.books.mu.Lock()
+	defer l.books.mu.Unlock()
+	l.books.forget(w)
+	w.session.left()
+	if open != nil && l.books.current[w.session.scope] == w.session {
+		delete(l.books.current, w.session.scope)
+	}
+	return errWithdrawn
+}
+
 // recover asks Redis what became of w's request, whose answer was lost
 // (cause): the fence of its grant, its place (< 0), or 0 if it had not
-// reached Redis, and then never will (recover.lua). If Redis cannot be
-// asked either, w is withdrawn for good in the background and the call ends
-// with cause.
-func (a *attempt) recover(ctx context.Context, w *waiter, cause error) (int64, error) {
-	args := w.ref.call(w.tokenArg, a.mode, a.l.refs.leaseMs)
+// reached Redis, and then never will (recover.lua); errSessionGone if it
+// did, in a session Redis no longer has. If Redis cannot be asked either,
+// w is withdrawn for good in the background and the call ends with cause.
+func (a *attempt) recover(ctx context.Context, w *waiter, mode any, cause error) (int64, error) {
+	args := w.ref.call(w.tokenArg, mode, a.l.refs.leaseMs)
 	reply, err := w.ref.kind.scripts.recover.run(ctx, a.l.client, args, retried).Int64()
-	if err != nil {
-		return 0, a.fail(w, cause, true)
+	switch {
+	case err == nil:
+		return reply, nil
+	case redis.HasErrorPrefix(err, "FAIRLOCK_SESSION"):
+		a.l.drop(w)
+		a.l.loseSession(w.session)
+		return 0, errSessionGone
+	case redis.HasErrorPrefix(err, "FAIRLOCK_QUEUED"):
+		return 0, errQueuedFirst
 	}
-	return reply, nil
+	return 0, a.fail(w, cause, true)
 }
 
 // capacityText says a capacity and group limit ("0": none).
@@ -360,7 +391,7 @@ func (a *attempt) accept(ctx context.Context, w *waiter, fence int64) (*Lease, e
 		return l.grant(ctx, w, fence, true, true)
 	}
 	sent := time.Now()
-	args := w.ref.call(w.token, l.cfg.recordTTL().Milliseconds(), flag(w.meta != ""), noArg, l.cfg.leaseTTL.Milliseconds())
+	args := w.ref.call(w.token, l.cfg.recordTTL().Milliseconds(), flag(w.meta != ""), l.cfg.leaseTTL.Milliseconds())
 	held, err := w.ref.kind.scripts.extend.run(ctx, l.client, args, retried).Int()
 	if err != nil {
 		l.leave(w, ctxError(ctx, err), false)
@@ -517,7 +548,7 @@ func (l *Locker) newLease(w *waiter, fence int64, marked bool) (s *Lease, closed
 	}
 	b.mu.Unlock()
 	s.mu.Lock()
-	s.setRecordUntil(until, true)
+	s.setRecordUntil(until)
 	s.renewAt = time.Now().Add(l.cfg.keepTTL() / 3)
 	s.mu.Unlock()
 	return s, closed, live

@@ -177,7 +177,7 @@ func (l *Locker) runHeartbeats(ctx context.Context, calls []*heartbeatCall, rene
 			}
 			for _, r := range renewals {
 				s := r.lease
-				args := s.ref.call(s.token, recordMs, flag(s.hasMeta), yesArg, noArg)
+				args := s.ref.call(s.token, recordMs, flag(s.hasMeta), noArg)
 				args[0], args[1] = "evalsha", s.ref.kind.scripts.extend.sha
 				r.cmd = redis.NewCmd(ctx, args...)
 				p.Process(ctx, r.cmd) //nolint:errcheck // read from cmd

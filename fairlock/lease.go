@@ -103,9 +103,11 @@ func (s *Lease) Release(ctx context.Context) error {
 	return nil
 }
 
-// Extend sets the lease's remaining time in Redis to ttl, which may shorten
-// it. With auto-renew on, the next heartbeat makes it long again. It
-// returns ErrNotHeld, changing nothing, if the lease was lost.
+// Extend makes the lease live at least ttl more in Redis, counted from the
+// call; it never shortens it, so that an extension the network delays
+// cannot cut a later one short. With auto-renew on, leases are long
+// already; with it off, Extend is how a holder keeps its lease. It returns
+// ErrNotHeld, changing nothing, if the lease was lost.
 func (s *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := checkTTL("extension", ttl); err != nil {
 		return err
@@ -114,7 +116,7 @@ func (s *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		return ErrNotHeld
 	}
 	sent := time.Now()
-	held, err := s.ref.kind.scripts.extend.run(ctx, s.locker.client, s.ref.call(s.token, ttl.Milliseconds(), flag(s.hasMeta), noArg, noArg), retried).Int()
+	held, err := s.ref.kind.scripts.extend.run(ctx, s.locker.client, s.ref.call(s.token, ttl.Milliseconds(), flag(s.hasMeta), noArg), retried).Int()
 	if err != nil {
 		return failed("extend", s.ref.name, err)
 	}
@@ -123,10 +125,7 @@ func (s *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		return ErrNotHeld
 	}
 	s.mu.Lock()
-	s.setRecordUntil(sent.Add(ttl), true)
-	if s.locker.cfg.autoRenew {
-		s.renewAt = time.Now()
-	}
+	s.setRecordUntil(sent.Add(ttl))
 	s.mu.Unlock()
 	return nil
 }
@@ -134,7 +133,7 @@ func (s *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 // renewed records a heartbeat that renewed the lease's record.
 func (s *Lease) renewed(sent time.Time) {
 	s.mu.Lock()
-	s.setRecordUntil(sent.Add(s.locker.cfg.recordTTL()), false)
+	s.setRecordUntil(sent.Add(s.locker.cfg.recordTTL()))
 	s.renewAt = sent.Add(s.locker.cfg.keepTTL() / 3)
 	s.mu.Unlock()
 	s.locker.cfg.observe(s.event(EventRenewed))
@@ -155,13 +154,15 @@ func (s *Lease) needsRenewal(now time.Time) bool {
 }
 
 // lose ends the lease as lost, unless it is being released: then a lease
-// found gone is the release's own doing.
+// found gone is the release's own doing. Redis may hold it still (its
+// local deadline came first, or a renewal took up a grant that had died
+// meanwhile): while its session lives, the Locker withdraws it.
 func (s *Lease) lose() {
 	s.mu.Lock()
 	releasing := s.releasing
 	s.mu.Unlock()
 	if !releasing {
-		s.end(ErrLost, false)
+		s.end(ErrLost, true)
 	}
 }
 
@@ -176,14 +177,14 @@ func (s *Lease) vanished() {
 	}
 }
 
-// setRecordUntil moves the local end of the record (only later, unless
-// exact). The lease is lost then unless renewed before: a heartbeat stuck
-// on a slow reply cannot delay that. A record that ends before the session
-// could (auto-renew off, or a short Extend) is watched at once; a long one
-// (auto-renew) from when its renewal is due (needsRenewal), which leaves
-// two thirds of its TTL to spare. s.mu is held.
-func (s *Lease) setRecordUntil(d time.Time, exact bool) {
-	if !exact && !d.After(s.recordUntil) {
+// setRecordUntil moves the local end of the record, only later, as every
+// record write only lengthens it. The lease is lost then unless renewed
+// before: a heartbeat stuck on a slow reply cannot delay that. A record
+// that ends before the session could (auto-renew off) is watched at once;
+// a long one (auto-renew) from when its renewal is due (needsRenewal),
+// which leaves two thirds of its TTL to spare. s.mu is held.
+func (s *Lease) setRecordUntil(d time.Time) {
+	if !d.After(s.recordUntil) {
 		return
 	}
 	s.recordUntil = d
@@ -238,10 +239,10 @@ func (s *Lease) end(err error, withdraw bool) {
 	if s.marked.Load() {
 		s.session.marks[s.token] = nil // cleared at the next renewal
 	}
-	if withdraw {
+	if _, live := l.books.sessions[s.session]; withdraw && live {
 		l.books.pending[s.token] = &withdrawal{ref: s.ref, session: s.session, hasMeta: s.hasMeta}
 	} else {
-		s.session.left()
+		s.session.left() // a session Redis lost takes the token with it
 	}
 	l.books.mu.Unlock()
 	if granted.IsZero() {

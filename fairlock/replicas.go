@@ -55,7 +55,7 @@ func (l *Locker) awaitReplicas(ctx context.Context, s *Lease) error {
 func (l *Locker) confirmOn(ctx context.Context, conn *redis.Conn, s *Lease) error {
 	defer conn.Close()
 	sent := time.Now()
-	held, err := s.ref.kind.scripts.extend.run(ctx, conn, s.ref.call(s.token, l.cfg.recordTTL().Milliseconds(), flag(s.hasMeta), yesArg, noArg), retried).Int()
+	held, err := s.ref.kind.scripts.extend.run(ctx, conn, s.ref.call(s.token, l.cfg.recordTTL().Milliseconds(), flag(s.hasMeta), noArg), retried).Int()
 	if err != nil {
 		return err
 	}

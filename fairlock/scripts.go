@@ -115,6 +115,8 @@ var (
 	modeTry   any = "try"
 	modeWait  any = "wait"
 	modeCount any = "count"
+	// modeFast asks recover.lua about the fast path's request.
+	modeFast any = "fast"
 )
 
 // Flags and empty values as script arguments, boxed once, so that a call

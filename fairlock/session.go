@@ -333,7 +333,11 @@ func (l *Locker) renewed(r *renewal, sent time.Time) {
 	}
 	waiting := r.waiters != nil && r.waiters.Val()
 	l.confirm(r.s, sent, true, waiting)
-	if r.unmarked != nil && r.unmarked.Err() == nil {
+	// The marks were dropped just after the waiters' key was renewed: the
+	// grants were alive then, and live by the holders' key from now on.
+	// Without the waiters' key they had died before; the drop may have
+	// brought them back in Redis, and losing them withdraws them.
+	if waiting && r.unmarked != nil && r.unmarked.Err() == nil {
 		l.tookUp(r.s, r.marks)
 	}
 	if r.waiters != nil && r.waiters.Err() == nil && !waiting {

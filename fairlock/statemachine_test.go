@@ -2,16 +2,29 @@ package fairlock_test
 
 // TestStateMachine drives the engine through random sequences of
 // operations and faults (pgregory.net/rapid), on a real redis-server, with
-// three Lockers, each behind its own proxy, on a mutex, a semaphore of 3
-// permits, a read-write lock, and a semaphore of 3 permits shared by
-// groups (WithGroup, the groups "", "a" and "b", WithGroupLimit 2). rapid shrinks a failure to a short
-// sequence and prints it.
+// three Lockers, each behind its own proxy and each with lease and waiter
+// TTLs of its own (75 ms to 600 ms, lease TTL != waiter TTL as often as
+// not), on a mutex, a semaphore of 3 permits, a read-write lock, and a
+// semaphore of 3 permits shared by groups (WithGroup, the groups "", "a"
+// and "b", WithGroupLimit 2). rapid shrinks a failure to a short sequence
+// and prints it.
 //
 // Actions: Acquire (waits until queued or granted), TryAcquire, Release,
-// Extend, Cancel of a waiting call, Do whose fn returns or panics, a Locker
-// that dies (its network is cut for good), time passing beyond the lease
-// and waiter TTLs, SCRIPT FLUSH, FLUSHALL, and a reply lost after Redis ran
-// the command (with go-redis's retries on or off, per Locker).
+// Extend, Cancel of a waiting call, Do whose fn returns or panics. Faults,
+// each a generation of its own for the FIFO check:
+//   - a Locker that dies (its network is cut for good);
+//   - time passing beyond every TTL (Wait);
+//   - SCRIPT FLUSH, FLUSHALL;
+//   - a reply lost after Redis ran the command (with go-redis's retries on
+//     or off, per Locker);
+//   - one request held in the network while the Locker's other
+//     connections flow, or the reply to one, let go later by ReleaseHeld:
+//     after its caller gave up (each client times out a read after 250
+//     ms), after its cancel, after renewals, after go-redis's retry of it;
+//   - a command sent to Redis a second time, later, as go-redis's retry
+//     does (the scripts go-redis may retry);
+//   - one connection cut;
+//   - full memory switched on and off (noeviction, maxmemory 1).
 //
 // After every step, reading Redis with a raw client:
 //   - every key has an expiry;
@@ -30,10 +43,18 @@ package fairlock_test
 //     live Locker, never requeued) and of the same group is never granted
 //     before an earlier one.
 //
-// And after time passed beyond the TTLs (the stated bound: lease TTL + a
-// heartbeat + slack): every live holder in Redis is a lease the test holds,
-// every live waiter a call the test still waits on, so a caller told that
-// its call failed holds nothing; a dead Locker holds nothing.
+// And as users see it, with the test's one clock: the leases that are
+// valid (from Acquire's return until its holder calls Release, or the
+// Locker reports EventLost, which it does as Done closes; for Do, while fn
+// runs) never hold more than a lock's capacity at once, or more than one
+// for a mutex or a writer. The margin allowed is none: a lease's start is
+// stamped after Acquire returned, its end as it ended.
+//
+// And after time passed beyond the TTLs (the stated bound: the longest
+// lease TTL + the longest heartbeat + slack): every live holder in Redis is
+// a lease the test holds, every live waiter a call the test still waits
+// on, so a caller told that its call failed holds nothing; a dead Locker
+// holds nothing.
 // At the end of each sequence every Locker is closed: no live holder or
 // waiter is left, every key still has a TTL (a dead Locker's records
 // expire), and goleak (TestMain) finds no goroutine left running.
@@ -50,9 +71,12 @@ package fairlock_test
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -61,16 +85,18 @@ import (
 
 	"github.com/fairlock/fairlock/fairlock"
 	"github.com/fairlock/fairlock/internal/redistest"
+	"github.com/fairlock/fairlock/scripts"
 	"github.com/redis/go-redis/v9"
 	"pgregory.net/rapid"
 )
 
-// The machine's TTLs: a heartbeat every 200 ms.
-const (
-	smLeaseTTL = 600 * time.Millisecond
-	smWaiter   = 600 * time.Millisecond
-	smBeat     = 200 * time.Millisecond
-)
+// The TTLs a Locker of the machine draws, for its leases and its waiters
+// apart: down to the shortest valid (a heartbeat of MinHeartbeat).
+var smTTLs = []time.Duration{3 * fairlock.MinHeartbeat, 200 * time.Millisecond, 600 * time.Millisecond}
+
+// smReadTimeout is how long a Locker's client waits for a reply: a request
+// or reply held in the network fails its call after it.
+const smReadTimeout = 250 * time.Millisecond
 
 type smLock struct {
 	name  string
@@ -86,10 +112,11 @@ var smLocks = []smLock{{"m", fairlock.LockMutex, 1, 0}, {"s", fairlock.LockSemap
 var smGroups = []string{"", "a", "b"}
 
 type smLocker struct {
-	l     *fairlock.Locker
-	px    *redistest.Proxy
-	dead  bool
-	retry bool // go-redis retries a lost reply
+	l             *fairlock.Locker
+	px            *redistest.Proxy
+	lease, waiter time.Duration
+	dead          bool
+	retry         bool // go-redis retries a lost reply
 }
 
 // An smCall is one Acquire or Do under way.
@@ -104,6 +131,7 @@ type smCall struct {
 	cancel       context.CancelFunc
 	queued       chan struct{}
 	done         chan result
+	returned     time.Time // when Acquire returned; written before done
 }
 
 type smLease struct {
@@ -135,44 +163,104 @@ type machine struct {
 	leases  []*smLease
 	grants  map[int][]*smGrant // by lock
 	maxSeen map[int]int64
+	// The longest lease TTL, waiter TTL and heartbeat of the Lockers: the
+	// bounds that hold whichever Locker a party belongs to.
+	maxLease, maxWaiter, maxBeat time.Duration
+	held                         []smHeld // requests and replies held, copies not sent yet
+	full                         bool     // Redis at full memory
+	valid                        *validity
+	hits                         map[string]int // faults that took effect, by class, over the whole run
 
 	mu      sync.Mutex
 	pending map[[2]int]*smCall // by locker and lock: at most one each
 }
 
+// An smHeld is a fault under way: a request or reply held, or a copy of a
+// request not sent yet, and its class for the count of faults.
+type smHeld struct {
+	hold  *redistest.Hold
+	class string
+}
+
+// smMarkers are the requests of the Lockers that a fault can catch, by
+// the bytes they carry: the SHA1 of each script they run (EVALSHA), the
+// fast path (EXISTS) and the session renewal (PEXPIRE). smRetried are
+// those go-redis may send again: the scripts that bring no token, and the
+// renewal pipeline, which starts with a PEXPIRE of three arguments.
+var smMarkers, smRetried = func() (all, retried []string) {
+	for name, src := range scripts.All() {
+		sum := sha1.Sum([]byte(src))
+		sha := hex.EncodeToString(sum[:])
+		switch name[strings.Index(name, "/")+1:] {
+		case "recover", "cancel", "extend", "heartbeat":
+			retried = append(retried, sha)
+			all = append(all, sha)
+		case "acquire", "release":
+			all = append(all, sha)
+		}
+	}
+	slices.Sort(all)
+	slices.Sort(retried)
+	return append(all, "exists", "pexpire"), append(retried, "^*3\r\n$7\r\npexpire\r\n")
+}()
+
 func (m *machine) init(rt *rapid.T) {
 	m.rdb.FlushAll(context.Background())
 	m.lockers = nil
-	m.calls, m.leases = nil, nil
+	m.calls, m.leases, m.held = nil, nil, nil
 	m.grants, m.maxSeen = map[int][]*smGrant{}, map[int]int64{}
 	m.pending = map[[2]int]*smCall{}
-	m.step, m.gen = 0, 0
-	for i := range 3 {
-		px := redistest.StartProxy(m.t, m.srv.Addr)
-		retry := rapid.Bool().Draw(rt, fmt.Sprintf("retry%d", i))
-		opt := &redis.Options{Addr: px.Addr, MaxRetries: -1}
-		if retry {
-			opt.MaxRetries = 3
-		}
-		c := redis.NewClient(opt)
-		i := i
-		l, err := fairlock.New(c, fairlock.WithLeaseTTL(smLeaseTTL), fairlock.WithWaiterTTL(smWaiter),
-			fairlock.WithObserver(func(e fairlock.Event) { m.observed(i, e) }))
-		if err != nil {
-			rt.Fatal(err)
-		}
-		m.lockers = append(m.lockers, &smLocker{l: l, px: px, retry: retry})
-		rt.Cleanup(func() {
-			l.Close()
-			c.Close()
-			px.Close()
-		})
+	m.step, m.gen, m.full = 0, 0, false
+	m.maxLease, m.maxWaiter, m.maxBeat = 0, 0, 0
+	m.valid = newValidity()
+	for range 3 {
+		m.addLocker(rt)
 	}
 }
 
-// observed notes a waiter that lost its place and queued again: it no
-// longer stands where it arrived.
+// addLocker starts a Locker with TTLs of its own, behind a proxy of its
+// own.
+func (m *machine) addLocker(rt *rapid.T) {
+	i := len(m.lockers)
+	px := redistest.StartProxy(m.t, m.srv.Addr)
+	retry := rapid.Bool().Draw(rt, fmt.Sprintf("retry%d", i))
+	lease := rapid.SampledFrom(smTTLs).Draw(rt, fmt.Sprintf("lease%d", i))
+	waiter := rapid.SampledFrom(smTTLs).Draw(rt, fmt.Sprintf("waiter%d", i))
+	opt := &redis.Options{Addr: px.Addr, MaxRetries: -1, ReadTimeout: smReadTimeout, WriteTimeout: smReadTimeout}
+	if retry {
+		opt.MaxRetries = 3
+	}
+	c := redis.NewClient(opt)
+	l, err := fairlock.New(c, fairlock.WithLeaseTTL(lease), fairlock.WithWaiterTTL(waiter),
+		fairlock.WithObserver(func(e fairlock.Event) { m.observed(i, e) }))
+	if err != nil {
+		rt.Fatal(err)
+	}
+	m.lockers = append(m.lockers, &smLocker{l: l, px: px, lease: lease, waiter: waiter, retry: retry})
+	m.maxLease, m.maxWaiter = max(m.maxLease, lease), max(m.maxWaiter, waiter)
+	m.maxBeat = max(m.maxBeat, l.Heartbeat())
+	if lease != waiter {
+		m.hit("locker-with-unequal-ttls")
+	}
+	rt.Logf("locker %d: lease TTL %v, waiter TTL %v, retries %v", i, lease, waiter, retry)
+	rt.Cleanup(func() {
+		l.Close()
+		c.Close()
+		px.Close()
+	})
+}
+
+// observed notes a lease's end (EventLost, as its Done closes), and a
+// waiter that lost its place and queued again: it no longer stands where
+// it arrived.
 func (m *machine) observed(locker int, e fairlock.Event) {
+	m.valid.log(e.Token, fmt.Sprintf("%s %v q=%v err=%v", time.Now().Format("15:04:05.000000"), e.Kind, e.Queued, e.Err))
+	if id, _, ok := strings.Cut(e.Token, "."); ok {
+		m.valid.log("locker:"+id, fmt.Sprint(locker))
+	}
+	if e.Kind == fairlock.EventLost {
+		m.valid.ended(e.Token, fmt.Sprintf("lost at locker %d", locker), time.Now())
+	}
 	if e.Kind != fairlock.EventCancelled || !errors.Is(e.Err, fairlock.ErrPlaceLost) {
 		return
 	}
@@ -206,7 +294,11 @@ func (m *machine) sinceFault() time.Duration {
 		if at := l.px.DroppedAt(); at.After(m.faultAt) {
 			m.gen++
 			m.faultAt = at
+			m.hit("lost-reply")
 		}
+	}
+	if len(m.held) > 0 || m.full {
+		return 0 // a fault still under way
 	}
 	return time.Since(m.faultAt)
 }
@@ -222,6 +314,31 @@ func (m *machine) alive(rt *rapid.T) int {
 		rt.Skip("every Locker is dead")
 	}
 	return rapid.SampledFrom(live).Draw(rt, "locker")
+}
+
+// busy draws a live Locker with a lease or a call under way: its
+// heartbeat talks to Redis, so that a fault armed on its network soon
+// catches a request.
+func (m *machine) busy(rt *rapid.T) int {
+	in := map[int]bool{}
+	for _, s := range m.leases {
+		in[s.locker] = true
+	}
+	m.mu.Lock()
+	for key := range m.pending {
+		in[key[0]] = true
+	}
+	m.mu.Unlock()
+	var busy []int
+	for i, l := range m.lockers {
+		if in[i] && !l.dead {
+			busy = append(busy, i)
+		}
+	}
+	if len(busy) == 0 {
+		rt.Skip("no Locker talks to Redis")
+	}
+	return rapid.SampledFrom(busy).Draw(rt, "locker")
 }
 
 // acquirer is the call a request makes on a Locker.
@@ -304,6 +421,7 @@ func (m *machine) Acquire(rt *rapid.T) {
 	var once sync.Once
 	go func() {
 		s, err := acquire(ctx, fairlock.OnQueued(func(int) { once.Do(func() { close(c.queued) }) }))
+		c.returned = time.Now()
 		c.done <- result{s, err}
 	}()
 	m.mu.Lock()
@@ -315,7 +433,7 @@ func (m *machine) Acquire(rt *rapid.T) {
 		c.arrival = m.step
 	case r := <-c.done:
 		c.done <- r // harvested by Check
-	case <-time.After(smLeaseTTL + smBeat):
+	case <-time.After(m.maxLease + m.maxBeat):
 		// Neither queued nor granted: a fault holds it up. It is checked
 		// as it ends.
 	}
@@ -330,7 +448,7 @@ func (m *machine) TryAcquire(rt *rapid.T) {
 	defer cancel()
 	s, err := m.acquirer(i, lock, permits, group, write, true)(ctx)
 	if err == nil {
-		m.granted(rt, &smCall{locker: i, lock: lock, permits: permits, group: group, gen: m.gen, started: started}, s)
+		m.granted(rt, &smCall{locker: i, lock: lock, permits: permits, group: group, gen: m.gen, started: started, returned: time.Now()}, s)
 	}
 }
 
@@ -345,6 +463,7 @@ func (m *machine) granted(rt *rapid.T, c *smCall, s *fairlock.Lease) {
 		}
 	}
 	m.grants[c.lock] = append(m.grants[c.lock], &smGrant{fence: s.Fence(), started: c.started})
+	m.valid.began(fmt.Sprintf("locker %d's %s", c.locker, s.Token()), s.Token(), c.lock, c.permits, c.returned)
 	m.maxSeen[c.lock] = max(m.maxSeen[c.lock], s.Fence())
 	m.leases = append(m.leases, &smLease{lease: s, locker: c.locker, lock: c.lock, permits: c.permits,
 		group: c.group, arrival: c.arrival, gen: c.gen, requeued: c.requeued, granted: time.Now()})
@@ -362,8 +481,9 @@ func (m *machine) Release(rt *rapid.T) {
 	i, s := m.pickLease(rt)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	m.valid.ended(s.lease.Token(), "released", time.Now()) // its holder no longer acts under it
 	err := s.lease.Release(ctx)
-	if err != nil && !errors.Is(err, fairlock.ErrNotHeld) && !m.lockers[s.locker].dead && m.sinceFault() > smLeaseTTL {
+	if err != nil && !errors.Is(err, fairlock.ErrNotHeld) && !m.lockers[s.locker].dead && m.sinceFault() > m.maxLease {
 		rt.Fatalf("Release of a lease of a live Locker: %v", err)
 	}
 	m.released(i)
@@ -383,8 +503,8 @@ func (m *machine) Extend(rt *rapid.T) {
 	_, s := m.pickLease(rt)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	err := s.lease.Extend(ctx, smLeaseTTL)
-	if err != nil && !errors.Is(err, fairlock.ErrNotHeld) && !m.lockers[s.locker].dead && m.sinceFault() > smLeaseTTL {
+	err := s.lease.Extend(ctx, m.lockers[s.locker].lease)
+	if err != nil && !errors.Is(err, fairlock.ErrNotHeld) && !m.lockers[s.locker].dead && m.sinceFault() > m.maxLease {
 		rt.Fatalf("Extend of a lease of a live Locker: %v", err)
 	}
 }
@@ -408,9 +528,9 @@ func (m *machine) Cancel(rt *rapid.T) {
 	select {
 	case r := <-c.done:
 		c.done <- r
-	case <-time.After(smWaiter + 2*smBeat + slack):
+	case <-time.After(m.maxWaiter + 2*m.maxBeat + 2*smReadTimeout + slack):
 		if !m.lockers[c.locker].dead {
-			rt.Fatalf("a cancelled Acquire did not return within the waiter TTL and two heartbeats")
+			rt.Fatalf("a cancelled Acquire did not return within the waiter TTL, two heartbeats and two reads")
 		}
 	}
 }
@@ -420,9 +540,15 @@ func (m *machine) Do(rt *rapid.T) {
 	lock := rapid.IntRange(0, len(smLocks)-1).Draw(rt, "lock")
 	boom := rapid.Bool().Draw(rt, "panic")
 	lk, l := smLocks[lock], m.lockers[i].l
-	ctx, cancel := context.WithTimeout(context.Background(), smLeaseTTL)
+	ctx, cancel := context.WithTimeout(context.Background(), m.maxLease)
 	defer cancel()
-	fn := func(context.Context) error {
+	fn := func(ctx context.Context) error {
+		// Held while fn runs, as a careful user sees it: not if its
+		// context already says the lease is lost.
+		if ctx.Err() == nil {
+			start := time.Now()
+			defer func() { m.valid.span(lock, 1, start, time.Now()) }()
+		}
 		if boom {
 			panic("boom")
 		}
@@ -448,40 +574,143 @@ func (m *machine) Do(rt *rapid.T) {
 	}
 }
 
+// Kill cuts a Locker's network for good, as a process that dies, and
+// starts another in its place, as the process restarted; its parties stay
+// in Redis, dead.
 func (m *machine) Kill(rt *rapid.T) {
-	for _, l := range m.lockers {
-		if l.dead {
-			rt.Skip("one dead Locker is enough")
-		}
+	if len(m.lockers) >= 9 {
+		rt.Skip("enough Lockers died")
 	}
 	i := m.alive(rt)
 	m.lockers[i].dead = true
 	m.lockers[i].px.Refuse(true)
 	m.lockers[i].px.Cut()
+	m.addLocker(rt)
+	m.hit("kill")
 	m.fault()
 }
 
 func (m *machine) LoseReply(rt *rapid.T) {
-	i := m.alive(rt)
+	i := m.busy(rt)
 	m.lockers[i].px.DropReplyTo(rapid.SampledFrom([]string{"evalsha", "exists"}).Draw(rt, "command"))
+	m.fault()
+}
+
+// HoldRequest holds a Locker's next request of a kind drawn (a script, the
+// fast path, a renewal), and what follows it on its connection, until
+// ReleaseHeld or Wait lets it go.
+func (m *machine) HoldRequest(rt *rapid.T) {
+	px := m.lockers[m.busy(rt)].px
+	m.held = append(m.held, smHeld{px.HoldRequest(m.marker(rt)), "held-request"})
+	m.hit("ARMED-held-request")
+	m.fault()
+}
+
+// HoldReply lets such a request run, and holds its reply.
+func (m *machine) HoldReply(rt *rapid.T) {
+	px := m.lockers[m.busy(rt)].px
+	m.held = append(m.held, smHeld{px.HoldReply(m.marker(rt)), "held-reply"})
+	m.fault()
+}
+
+// marker draws what a hold catches: a Locker's next request, whatever it
+// is, or its next of one kind.
+func (m *machine) marker(rt *rapid.T) string {
+	if rapid.Bool().Draw(rt, "any request") {
+		return "" // every request contains it
+	}
+	return rapid.SampledFrom(smMarkers).Draw(rt, "request")
+}
+
+// Duplicate sends Redis a copy of a Locker's next call of a script that
+// go-redis may retry, when ReleaseHeld or Wait lets it go.
+func (m *machine) Duplicate(rt *rapid.T) {
+	px := m.lockers[m.busy(rt)].px
+	m.held = append(m.held, smHeld{px.Duplicate(smRetried...), "duplicated"})
+	m.fault()
+}
+
+// ReleaseHeld lets one held request, reply or copy go on, among those
+// that caught one.
+func (m *machine) ReleaseHeld(rt *rapid.T) {
+	var caught []int
+	for i, h := range m.held {
+		select {
+		case <-h.hold.Caught():
+			caught = append(caught, i)
+		default:
+		}
+	}
+	if len(caught) == 0 {
+		rt.Skip("nothing held")
+	}
+	i := rapid.SampledFrom(caught).Draw(rt, "held")
+	m.let(m.held[i])
+	m.held = slices.Delete(m.held, i, i+1)
+}
+
+// let releases h, counting it if it caught something.
+func (m *machine) let(h smHeld) {
+	select {
+	case <-h.hold.Caught():
+		m.hit(h.class)
+	default:
+	}
+	h.hold.Release()
+	m.fault()
+}
+
+func (m *machine) CutConnection(rt *rapid.T) {
+	if m.lockers[m.alive(rt)].px.CutOne() {
+		m.hit("cut-connection")
+		m.fault()
+	}
+}
+
+// FullMemory switches full memory on (noeviction, maxmemory below what is
+// used) or off.
+func (m *machine) FullMemory(rt *rapid.T) {
+	m.full = !m.full
+	m.valid.log("", fmt.Sprintf("%s full=%v", time.Now().Format("15:04:05.000000"), m.full))
+	setFullMemory(m.t, m.rdb, m.full)
+	if m.full {
+		m.hit("full-memory")
+	}
 	m.fault()
 }
 
 func (m *machine) ScriptFlush(rt *rapid.T) {
 	m.rdb.ScriptFlush(context.Background())
+	m.hit("script-flush")
 }
 
+// FlushAll loses Redis's data. Mutual exclusion is promised on a Redis
+// that keeps its data: the leases granted before are left out of the
+// validity check from here on (their holders hear of the loss at their
+// next renewal).
 func (m *machine) FlushAll(rt *rapid.T) {
 	m.rdb.FlushAll(context.Background())
+	m.valid.cut(time.Now())
+	m.hit("flushall")
 	m.fault()
 }
 
-// Wait lets time pass beyond the lease and waiter TTLs, then checks that
-// Redis holds only what the test knows of.
+// Wait lets whatever is held go, then time pass beyond every TTL, and
+// checks that Redis holds only what the test knows of.
 func (m *machine) Wait(rt *rapid.T) {
-	time.Sleep(smLeaseTTL + smBeat + slack)
+	for _, h := range m.held {
+		m.let(h)
+	}
+	m.held = nil
+	time.Sleep(m.maxLease + m.maxBeat + slack)
 	m.harvest(rt)
 	m.settled(rt)
+}
+
+// hit counts a fault that took effect.
+func (m *machine) hit(class string) {
+	m.hits[class]++
+	m.valid.log("", time.Now().Format("15:04:05.000000")+" FAULT "+class)
 }
 
 // harvest collects the calls that ended.
@@ -513,6 +742,7 @@ func (m *machine) Check(rt *rapid.T) {
 	m.harvest(rt)
 	m.checkRedis(rt)
 	m.checkFIFO(rt)
+	m.valid.check(rt)
 }
 
 // checkFIFO: among waiters of one generation, never requeued, on live
@@ -542,7 +772,7 @@ func (m *machine) checkFIFO(rt *rapid.T) {
 				continue
 			}
 			for _, b := range got {
-				if b.gen == c.gen && b.group == c.group && c.arrival < b.arrival && time.Since(b.granted) > smBeat+slack && m.sinceFault() > smLeaseTTL+smBeat {
+				if b.gen == c.gen && b.group == c.group && c.arrival < b.arrival && time.Since(b.granted) > m.maxBeat+slack && m.sinceFault() > m.maxLease+m.maxBeat {
 					m.mu.Unlock()
 					rt.Fatalf("%s: the waiter that arrived at step %d still waits, though one that arrived at step %d was granted %v ago",
 						smLocks[lock].name, c.arrival, b.arrival, time.Since(b.granted).Round(time.Millisecond))
@@ -551,6 +781,50 @@ func (m *machine) checkFIFO(rt *rapid.T) {
 		}
 		m.mu.Unlock()
 	}
+}
+
+// smRead reads keys of a lock at once, so that no script runs between
+// the reads, and returns each as a list of strings: a list's items, a
+// sorted set's members and scores, a hash's fields and values, a string
+// alone. A script, not a MULTI: Redis at full memory refuses a MULTI, not
+// a script that only reads.
+var smRead = redis.NewScript(`
+local out = {}
+for i, key in ipairs(KEYS) do
+  local t = redis.call('TYPE', key).ok
+  if t == 'list' then out[i] = redis.call('LRANGE', key, 0, -1)
+  elseif t == 'zset' then out[i] = redis.call('ZRANGE', key, 0, -1, 'WITHSCORES')
+  elseif t == 'hash' then out[i] = redis.call('HGETALL', key)
+  elseif t == 'string' then out[i] = {redis.call('GET', key)}
+  else out[i] = {} end
+end
+return out`)
+
+// read reads keys with smRead.
+func (m *machine) read(rt *rapid.T, keys ...string) [][]string {
+	reply, err := smRead.EvalRO(context.Background(), m.rdb, keys).Slice()
+	if err != nil {
+		rt.Fatalf("reading %v: %v", keys, err)
+	}
+	out := make([][]string, len(reply))
+	for i, v := range reply {
+		for _, item := range v.([]any) {
+			out[i] = append(out[i], item.(string))
+		}
+	}
+	return out
+}
+
+// pairs reads a flat list of names and values (a sorted set's members
+// and scores, a hash's fields and values) into names in order and a map.
+func pairs(flat []string) ([]string, map[string]string) {
+	var names []string
+	values := map[string]string{}
+	for i := 0; i+1 < len(flat); i += 2 {
+		names = append(names, flat[i])
+		values[flat[i]] = flat[i+1]
+	}
+	return names, values
 }
 
 // checkRedis checks every key and lock in Redis.
@@ -568,28 +842,18 @@ func (m *machine) checkRedis(rt *rapid.T) {
 		} else if lk.kind == fairlock.LockRWMutex {
 			base += "rw:"
 		}
-		var list *redis.StringSliceCmd
-		var order *redis.StringSliceCmd
-		var holders *redis.ZSliceCmd
-		var state *redis.SliceCmd
-		var fence *redis.StringCmd
-		if _, err := m.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-			list = p.LRange(ctx, base+"queue", 0, -1)
-			order = p.ZRange(ctx, base+"order", 0, -1)
-			holders = p.ZRangeWithScores(ctx, base+"holders", 0, -1)
-			state = p.HMGet(ctx, base+"state", "cap", "used")
-			fence = p.Get(ctx, base+"fence")
-			return nil
-		}); err != nil && !errors.Is(err, redis.Nil) {
-			rt.Fatalf("reading %s: %v", lk.name, err)
-		}
+		r := m.read(rt, base+"queue", base+"order", base+"holders", base+"state", base+"fence")
+		list, fence := r[0], r[4]
+		order, _ := pairs(r[1])
+		holders, _ := pairs(r[2])
+		_, state := pairs(r[3])
 		if lk.limit > 0 {
 			m.checkGroups(rt, base, lk)
-		} else if strings.Join(list.Val(), " ") != strings.Join(order.Val(), " ") {
-			rt.Fatalf("%s: queue %q and order %q disagree", lk.name, list.Val(), order.Val())
+		} else if strings.Join(list, " ") != strings.Join(order, " ") {
+			rt.Fatalf("%s: queue %q and order %q disagree", lk.name, list, order)
 		}
 		seen := map[string]bool{}
-		for _, tok := range list.Val() {
+		for _, tok := range list {
 			if seen[tok] {
 				rt.Fatalf("%s: %s queued twice", lk.name, tok)
 			}
@@ -598,25 +862,29 @@ func (m *machine) checkRedis(rt *rapid.T) {
 		// A counter below the seed floor (counted up from a lost key by a
 		// call whose reply was lost) is seeded from the clock by the next
 		// grant, above every fence before.
-		if f, err := fence.Int64(); err == nil && f >= fenceFloor && f < m.maxSeen[lock] {
-			rt.Fatalf("%s: fence counter %d below a fence handed out, %d", lk.name, f, m.maxSeen[lock])
+		if len(fence) == 1 {
+			var f int64
+			fmt.Sscan(fence[0], &f)
+			if f >= fenceFloor && f < m.maxSeen[lock] {
+				rt.Fatalf("%s: fence counter %d below a fence handed out, %d", lk.name, f, m.maxSeen[lock])
+			}
 		}
 		if lk.kind == fairlock.LockMutex {
 			continue
 		}
 		sum, writers := 0, 0
-		for _, z := range holders.Val() {
-			w := tokenWeight(z.Member.(string))
+		for _, tok := range holders {
+			w := tokenWeight(tok)
 			sum += w
 			if w == fairlock.MaxCapacity {
 				writers++
 			}
 		}
-		if sum > lk.cap || (writers > 0 && len(holders.Val()) > 1) {
-			rt.Fatalf("%s: holders %v hold %d permits of %d", lk.name, holders.Val(), sum, lk.cap)
+		if sum > lk.cap || (writers > 0 && len(holders) > 1) {
+			rt.Fatalf("%s: holders %v hold %d permits of %d", lk.name, holders, sum, lk.cap)
 		}
-		if used, ok := state.Val()[1].(string); ok && used != fmt.Sprint(sum) {
-			rt.Fatalf("%s: state counts %s permits in use, its holders %d (%v)", lk.name, used, sum, holders.Val())
+		if used, ok := state["used"]; ok && used != fmt.Sprint(sum) {
+			rt.Fatalf("%s: state counts %s permits in use, its holders %d (%v)", lk.name, used, sum, holders)
 		}
 	}
 }
@@ -626,36 +894,28 @@ func (m *machine) checkRedis(rt *rapid.T) {
 // group's count of permits is the sum over its holders, and within the
 // limit.
 func (m *machine) checkGroups(rt *rapid.T, base string, lk smLock) {
-	ctx := context.Background()
-	// One MULTI, so that no script runs between the reads.
-	var orderCmd *redis.ZSliceCmd
-	var stateCmd *redis.MapStringStringCmd
-	var holdersCmd *redis.ZSliceCmd
-	lines := map[string]*redis.StringSliceCmd{}
-	if _, err := m.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		orderCmd = p.ZRangeWithScores(ctx, base+"order", 0, -1)
-		stateCmd = p.HGetAll(ctx, base+"state")
-		holdersCmd = p.ZRangeWithScores(ctx, base+"holders", 0, -1)
-		for _, g := range smGroups {
-			line := base + "queue"
-			if g != "" {
-				line = base + "gq:" + g
-			}
-			lines[g] = p.LRange(ctx, line, 0, -1)
+	keys := []string{base + "order", base + "state", base + "holders"}
+	for _, g := range smGroups {
+		if g == "" {
+			keys = append(keys, base+"queue")
+		} else {
+			keys = append(keys, base+"gq:"+g)
 		}
-		return nil
-	}); err != nil {
-		rt.Fatalf("reading %s: %v", lk.name, err)
 	}
-	order, state, holders := orderCmd.Val(), stateCmd.Val(), holdersCmd.Val()
+	r := m.read(rt, keys...)
+	order, scores := pairs(r[0])
+	_, state := pairs(r[1])
+	holders, _ := pairs(r[2])
 	arrival := map[string]float64{}
-	for _, z := range order {
-		arrival[z.Member.(string)] = z.Score
+	for _, tok := range order {
+		var at float64
+		fmt.Sscan(scores[tok], &at)
+		arrival[tok] = at
 	}
 	lined := 0
-	for _, g := range smGroups {
+	for i, g := range smGroups {
 		last := -1.0
-		for _, tok := range lines[g].Val() {
+		for _, tok := range r[3+i] {
 			at, ok := arrival[tok]
 			if !ok || at <= last || state["g:"+tok] != g {
 				rt.Fatalf("%s: line of group %q has %s out of place (order %v, its group %q)", lk.name, g, tok, order, state["g:"+tok])
@@ -668,8 +928,7 @@ func (m *machine) checkGroups(rt *rapid.T, base string, lk smLock) {
 		rt.Fatalf("%s: the groups' lines hold %d tokens, the order set %d", lk.name, lined, len(order))
 	}
 	held := map[string]int{}
-	for _, z := range holders {
-		tok := z.Member.(string)
+	for _, tok := range holders {
 		held[state["g:"+tok]] += tokenWeight(tok)
 	}
 	for g, n := range held {
@@ -715,7 +974,17 @@ func (m *machine) settled(rt *rapid.T) {
 		}
 		for _, h := range st.Holders {
 			if !held[h.Token] {
-				rt.Fatalf("%s: Redis has a live holder %s that no caller holds (a call told it failed, or a dead Locker)", lk.name, h.Token)
+				m.valid.mu.Lock()
+				id, _, _ := strings.Cut(h.Token, ".")
+				evs, faults, who := m.valid.events[h.Token], m.valid.events[""], m.valid.events["locker:"+id]
+				m.valid.mu.Unlock()
+				var owner string
+				if len(who) > 0 {
+					var i int
+					fmt.Sscan(who[0], &i)
+					owner = fmt.Sprintf("locker %d (dead %v, TTLs %v/%v)", i, m.lockers[i].dead, m.lockers[i].lease, m.lockers[i].waiter)
+				}
+				rt.Fatalf("%s: Redis has a live holder %s (%s, TTL %v) that no caller holds (a call told it failed, or a dead Locker): its events %v; faults %v", lk.name, h.Token, owner, h.TTL, evs, faults)
 			}
 		}
 		m.mu.Lock()
@@ -735,6 +1004,12 @@ func (m *machine) settled(rt *rapid.T) {
 // finish ends every call and lease and closes the Lockers: then only fence
 // keys are left.
 func (m *machine) finish(rt *rapid.T) {
+	if m.full {
+		setFullMemory(m.t, m.rdb, false)
+	}
+	for _, h := range m.held {
+		m.let(h)
+	}
 	for _, c := range m.calls {
 		c.cancel()
 	}
@@ -753,7 +1028,7 @@ func (m *machine) finish(rt *rapid.T) {
 	}
 	// A dead Locker's records stay until they expire (keepTTL), ignored by
 	// everyone: its session is gone. Nothing live is left.
-	deadline := time.Now().Add(smLeaseTTL + smBeat + slack)
+	deadline := time.Now().Add(m.maxLease + m.maxBeat + slack)
 	for {
 		var live []string
 		for _, lk := range smLocks {
@@ -793,14 +1068,153 @@ func TestStateMachine(t *testing.T) {
 	setDefault("rapid.checks", "12")
 	setDefault("rapid.steps", "25")
 	srv := redistest.Start(t)
-	m := &machine{t: t, srv: srv, rdb: srv.Client(t)}
+	m := &machine{t: t, srv: srv, rdb: srv.Client(t), hits: map[string]int{}}
 	m.reader = newLocker(t, m.rdb)
 	steps := 0
+	actions := rapid.StateMachineActions(m)
+	// The network's faults twice as often as the rest: their effect
+	// depends on what the Locker sends meanwhile.
+	for _, name := range []string{"HoldRequest", "HoldReply", "Duplicate", "LoseReply", "ReleaseHeld", "Kill", "FullMemory"} {
+		actions[name+"Again"] = actions[name]
+	}
 	rapid.Check(t, func(rt *rapid.T) {
 		m.init(rt)
-		rt.Repeat(rapid.StateMachineActions(m))
+		rt.Repeat(actions)
 		steps += m.step
 		m.finish(rt)
 	})
-	t.Logf("%d steps checked", steps)
+	t.Logf("%d steps checked; faults that took effect: %v", steps, m.hits)
+}
+
+// A validity keeps, for each lock, the spans in which a lease was valid as
+// its holder sees it, and checks that they never hold more than the lock's
+// capacity at once.
+type validity struct {
+	mu sync.Mutex
+	// events is what each token went through, the faults (under "") and
+	// each Locker's index (under "locker:<id>"), for a failure's message.
+	events map[string][]string
+	spans  []*span
+	open   map[string]*span     // by token, while valid
+	endsAt map[string]time.Time // a lease's end, if it came before its start was stamped
+}
+
+type span struct {
+	lock, permits int
+	start, end    time.Time // end zero while valid
+	what, token   string    // who held it, and its token ("" for Do's)
+	how           string    // how it ended
+}
+
+func (sp *span) String() string {
+	end := "valid"
+	if !sp.end.IsZero() {
+		end = sp.end.Format("15:04:05.000000") + " (" + sp.how + ")"
+	}
+	return fmt.Sprintf("%s %s..%s", sp.what, sp.start.Format("15:04:05.000000"), end)
+}
+
+func newValidity() *validity {
+	return &validity{open: map[string]*span{}, endsAt: map[string]time.Time{}, events: map[string][]string{}}
+}
+
+// validAt says which spans of lock were valid at t, with their tokens'
+// events, and the faults. v.mu is held.
+func (v *validity) validAt(lock int, t time.Time) string {
+	var b strings.Builder
+	for _, sp := range v.spans {
+		if sp.lock == lock && !sp.start.After(t) && (sp.end.IsZero() || sp.end.After(t)) {
+			fmt.Fprintf(&b, "%s %v; ", sp, v.events[sp.token])
+		}
+	}
+	fmt.Fprintf(&b, "faults %v", v.events[""])
+	return b.String()
+}
+
+// log notes what under key.
+func (v *validity) log(token, what string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.events[token] = append(v.events[token], what)
+}
+
+// began opens the span of the lease token, returned by Acquire at t.
+func (v *validity) began(what, token string, lock, permits int, t time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	sp := &span{lock: lock, permits: permits, start: t, what: what, token: token, how: "lost early"}
+	v.spans = append(v.spans, sp)
+	if end, ok := v.endsAt[token]; ok {
+		sp.end = end
+		return
+	}
+	v.open[token] = sp
+}
+
+// ended closes the span of the lease token at t, for the reason how.
+func (v *validity) ended(token, how string, t time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if sp := v.open[token]; sp != nil {
+		sp.end, sp.how = t, how
+		delete(v.open, token)
+		return
+	}
+	if _, ok := v.endsAt[token]; !ok {
+		v.endsAt[token] = t
+	}
+}
+
+// cut ends every span still valid at t, for the check.
+func (v *validity) cut(t time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for token, sp := range v.open {
+		sp.end, sp.how = t, "flushall"
+		delete(v.open, token)
+	}
+}
+
+// span adds a closed span (Do's fn).
+func (v *validity) span(lock, permits int, start, end time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.spans = append(v.spans, &span{lock: lock, permits: permits, start: start, end: end, what: "do", how: "fn returned"})
+}
+
+// check sweeps each lock's spans: at no instant may the valid leases hold
+// more than its capacity (a writer holds all of a read-write lock's).
+func (v *validity) check(rt *rapid.T) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	type edge struct {
+		at    time.Time
+		delta int
+	}
+	for lock, lk := range smLocks {
+		var edges []edge
+		for _, sp := range v.spans {
+			if sp.lock != lock {
+				continue
+			}
+			edges = append(edges, edge{sp.start, sp.permits})
+			if !sp.end.IsZero() {
+				edges = append(edges, edge{sp.end, -sp.permits})
+			}
+		}
+		// At one instant, ends come before starts: a span is [start, end).
+		sort.Slice(edges, func(a, b int) bool {
+			if !edges[a].at.Equal(edges[b].at) {
+				return edges[a].at.Before(edges[b].at)
+			}
+			return edges[a].delta < edges[b].delta
+		})
+		held := 0
+		for _, e := range edges {
+			if held += e.delta; held > lk.cap {
+				rt.Fatalf("%s: leases valid at once hold %d permits at %v, over its capacity %d: %s", lk.name, held,
+					e.at.Format("15:04:05.000000"), lk.cap, v.validAt(lock, e.at))
+			}
+		}
+	}
 }

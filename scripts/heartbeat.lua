@@ -3,7 +3,7 @@
 -- tells each its state, which finds grants whose message was lost, and
 -- keeps the lock moving: it grants what expired or dead holders left and
 -- drops dead waiters (lib/maintain.lua).
--- uses: grant maintain
+-- uses: grant maintain state
 -- KEYS: see lib/keys.lua; ARGV[1..5] as there, then
 -- ARGV[6] the capacity ("" for a mutex), ARGV[7] the group limit,
 -- ARGV[8] "1" to count the waiters' places, ARGV[9] "1" to make the
@@ -33,7 +33,7 @@ end
 if ARGV[9] == '1' then
   keepQueue()
   keepFor(metaKey, keepTTL, false)
-  keepFor(stateKey, keepTTL, false)
+  keepState(false)
   local kept = {}
   for i, token in ipairs(tokens) do
     if queued[i] then

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -62,9 +63,9 @@ const (
 )
 
 type armed struct {
-	kind   holdKind
-	marker []byte
-	hold   *Hold
+	kind    holdKind
+	markers [][]byte // it catches a request that contains any
+	hold    *Hold
 }
 
 // StartProxy starts a proxy to target, closed when the test ends.
@@ -102,18 +103,22 @@ func (p *Proxy) HoldRequest(marker string) *Hold { return p.arm(holdRequest, mar
 // and holds Redis's next reply on that connection until Release.
 func (p *Proxy) HoldReply(marker string) *Hold { return p.arm(holdReply, marker) }
 
-// Duplicate lets the next request whose bytes contain marker through, and
-// sends Redis a copy of it on a connection of its own when the Hold is
-// released; the copy's reply is dropped. So a command reaches Redis twice,
-// the second time late, as go-redis's retry of a command whose reply was
-// lost, or a network that repeats itself, would send it.
-func (p *Proxy) Duplicate(marker string) *Hold { return p.arm(duplicate, marker) }
+// Duplicate lets the next request whose bytes contain one of markers (or
+// begin with it, for a marker that starts with "^") through, and sends Redis a copy of it on a connection of its own when
+// the Hold is released; the copy's reply is dropped. So a command reaches
+// Redis twice, the second time late, as go-redis's retry of a command
+// whose reply was lost, or a network that repeats itself, would send it.
+func (p *Proxy) Duplicate(markers ...string) *Hold { return p.arm(duplicate, markers...) }
 
-func (p *Proxy) arm(kind holdKind, marker string) *Hold {
+func (p *Proxy) arm(kind holdKind, markers ...string) *Hold {
 	h := newHold()
+	a := &armed{kind: kind, hold: h}
+	for _, m := range markers {
+		a.markers = append(a.markers, []byte(m))
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.holds = append(p.holds, &armed{kind: kind, marker: []byte(marker), hold: h})
+	p.holds = append(p.holds, a)
 	return h
 }
 
@@ -121,7 +126,7 @@ func (p *Proxy) arm(kind holdKind, marker string) *Hold {
 // held.
 func (p *Proxy) catch(b []byte) *armed {
 	for i, a := range p.holds {
-		if bytes.Contains(b, a.marker) {
+		if slices.ContainsFunc(a.markers, func(m []byte) bool { return matches(b, m) }) {
 			p.holds = append(p.holds[:i], p.holds[i+1:]...)
 			p.caught = append(p.caught, a.hold)
 			close(a.hold.caught)
@@ -129,6 +134,15 @@ func (p *Proxy) catch(b []byte) *armed {
 		}
 	}
 	return nil
+}
+
+// matches tells whether request b contains marker, or begins with it for a
+// marker that starts with "^".
+func matches(b, marker []byte) bool {
+	if prefix, ok := bytes.CutPrefix(marker, []byte("^")); ok {
+		return bytes.HasPrefix(b, prefix)
+	}
+	return bytes.Contains(b, marker)
 }
 
 // CutOne closes one open client connection, if there is one, and tells

@@ -4,7 +4,7 @@
 -- at once; the scan finds the rest, so that places and counts are right
 -- within a heartbeat. The permits of a dead semaphore holder come free at
 -- the next scan or waiter's heartbeat.
--- uses: clock keep tokens queue store
+-- uses: clock keep state tokens queue store
 
 local scanEvery = tonumber(ARGV[5])
 
@@ -16,7 +16,7 @@ local function scanDue()
   local at = tonumber(redis.call('HGET', stateKey, 'scanAt'))
   if at and at > nowMs() then return false end
   redis.call('HSET', stateKey, 'scanAt', nowMs() + math.floor(scanEvery * 3 / 4))
-  keepFor(stateKey, keepTTL, true)
+  keepState(true)
   return true
 end
 

@@ -15,7 +15,7 @@
 --               "<held, 10 digits>:<stamp, 16 digits>:<group>"
 --   tick        grants made in grouped mode
 -- so the next group is the first member, in O(log G) for G groups.
--- uses: fifo tokens keep
+-- uses: fifo tokens keep state
 
 local base = string.sub(stateKey, 1, -6)
 local groupsKey = base .. 'groups'
@@ -103,7 +103,7 @@ local function join(token, group, held)
   if groupedParties == 0 then
     -- Every party so far named no group: they are the group "".
     redis.call('HSET', stateKey, 'h:', held)
-    keepFor(stateKey, keepTTL, true)
+    keepState(true)
     groups = {}
     place('')
   end

@@ -9,8 +9,10 @@
 -- Holders whose record expired are dropped by the next call of any script
 -- (openStore), holders whose session died by the next scan (reapHolders,
 -- lib/maintain.lua), so used counts live holders within a heartbeat of
--- their end.
--- uses: clock fence keep tokens queue
+-- their end. The holders' key lives as long as the lock's other keys
+-- (keepTTL), not as long as its last record: a record that expires is
+-- dropped one by one, which keeps every count of the state right.
+-- uses: clock fence keep state tokens queue
 local cap, used
 
 local function permitsHeld() return used end
@@ -36,7 +38,8 @@ local function openStore(capacity, limit, strict)
     for _, token in ipairs(redis.call('ZRANGE', holdersKey, 0, -1)) do used = used + weight(token) end
   end
   -- The holder with the earliest deadline says whether any expired, and
-  -- whether the key is there at all: it expires with its last record.
+  -- whether the key is there at all (it expires with the lock's keys, or
+  -- Redis lost it).
   local first = redis.call('ZRANGE', holdersKey, 0, 0, 'WITHSCORES')
   local freed = false
   if first[2] and tonumber(first[2]) <= nowMs() then
@@ -58,7 +61,7 @@ local function openStore(capacity, limit, strict)
       cap = capacity
       redis.call('HSET', stateKey, 'cap', cap, 'glimit', limit)
       setGrouping(tonumber(state[4]) or 0, limit)
-      keepFor(stateKey, keepTTL, true)
+      keepState(true)
     end
   end
   -- Written back only to a state that exists (it has a TTL); a lost one is
@@ -81,7 +84,8 @@ local function take(token, group, ttl, fence)
   used = used + n
   redis.call('HSET', stateKey, 'used', used, token, string.format('%d', fence))
   groupTook(token, group, n)
-  keepFor(holdersKey, ttl, first)
+  -- Both keys at once (counted/state.lua), at least as long as the record.
+  keepFor(holdersKey, math.max(ttl, keepTTL), first)
   keepFor(stateKey, keepTTL, false)
   return used < cap
 end
@@ -101,14 +105,14 @@ local function settle()
   if used == 0 and waiting() == 0 then redis.call('DEL', stateKey) end
 end
 
-local function renew(token, ttl, grow)
+local function renew(token, ttl)
   local deadline = tonumber(redis.call('ZSCORE', holdersKey, token))
   if not deadline or not holderAlive(token) then return false end
-  if not grow or deadline < nowMs() + ttl then
+  if deadline < nowMs() + ttl then
     redis.call('ZADD', holdersKey, nowMs() + ttl, token)
   end
-  keepFor(holdersKey, ttl, false)
-  keepFor(stateKey, ttl, true)
+  keepFor(holdersKey, math.max(ttl, keepTTL), false)
+  keepFor(stateKey, math.max(ttl, keepTTL), true)
   return true
 end
 

@@ -19,8 +19,10 @@
 --   settle()                   forget what an idle lock needs no more:
 --                              its state
 --   holds(token)               does token hold permits
---   renew(token, ttl, grow)    set (or, with grow, only lengthen) token's
---                              record to ttl ms; returns holds(token)
+--   renew(token, ttl)          make token's record live at least ttl ms
+--                              more (never shorter: a renewal that comes
+--                              late must not cut a later one short);
+--                              returns holds(token)
 --   fenceOf(token)             the fence of a holder's grant
 --   permitsHeld()              the permits held now
 --   reapHolders()              free what holders whose session died hold
@@ -75,9 +77,9 @@ end
 
 local function holds(token) return current() == token end
 
-local function renew(token, ttl, grow)
+local function renew(token, ttl)
   if current() ~= token or not holderAlive(token) then return false end
-  if grow then keepFor(holdersKey, ttl, false) else redis.call('PEXPIRE', holdersKey, ttl) end
+  keepFor(holdersKey, ttl, false)
   return true
 end
 
