@@ -232,8 +232,8 @@ func OnPosition(fn func(position int)) AcquireOption {
 const MaxMetadataLen = 4 << 10
 
 // WithMetadata stores s with the waiter in Redis and then with its lease,
-// for operators: Locker.Inspect (State.Metadata), Locker.Queue and the
-// fairlock command show it. It is dropped when the waiter or lease ends.
+// for operators: Inspect (State.Metadata) and the fairlock command show
+// it. It is dropped when the waiter or lease ends.
 // Anyone who can read the lock's keys can read it: put no secret in it.
 // An s longer than MaxMetadataLen makes Acquire and TryAcquire return
 // ErrInvalid before any Redis call; "" stores nothing, at no cost.

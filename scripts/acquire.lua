@@ -1,7 +1,6 @@
 -- acquire.lua: take the permits if they are free and nobody waits, else
 -- queue up. A retry of the same call (go-redis sends a command again after
 -- a lost reply) answers as the first did.
--- uses: grant maintain
 -- KEYS: see lib/keys.lua; ARGV[1..5] as there, then
 -- ARGV[6] token, ARGV[7] "try" (never queue), "wait" (queue), or "count"
 -- (queue and count the place), ARGV[8] the caller's metadata or "",

@@ -1,7 +1,6 @@
 -- cancel.lua: withdraw token, whether it still waits or was granted
 -- meanwhile. Removing from the middle of a queue is the one O(N) step,
 -- paid only here.
--- uses: unlock
 -- KEYS: see lib/keys.lua; ARGV[1..5] as there, then
 -- ARGV[6] token, ARGV[7] "1" if token has metadata to drop, else "",
 -- ARGV[8] "" or, to withdraw it for good (a request that brought it may

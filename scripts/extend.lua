@@ -2,7 +2,6 @@
 -- shorter (an extension that comes late must not cut a later one short);
 -- and take up a grant made to a waiter of the caller's, renewing its
 -- session.
--- uses: store keep
 -- KEYS: see lib/keys.lua; ARGV[1..5] as there, then
 -- ARGV[6] token, ARGV[7] TTL ms, ARGV[8] "1" if token has metadata, else
 -- "", ARGV[9] "" or, to take the grant up, its session's lease TTL in ms:

@@ -1,7 +1,6 @@
 -- force_release.lua: end a holder's grant whoever holds it, or every
 -- holder's, and grant the heads that now fit, as a release would. Each
 -- ended holder's Locker finds its grant gone at its next heartbeat.
--- uses: unlock
 -- KEYS: see lib/keys.lua; ARGV[1..5] as there, then ARGV[6] the holder
 -- token to end, or "" for every holder
 -- Reply: {{ended token, ...}, {granted token, fence, ...}}; nothing ended

@@ -3,7 +3,6 @@
 -- tells each its state, which finds grants whose message was lost, and
 -- keeps the lock moving: it grants what expired or dead holders left and
 -- drops dead waiters (lib/maintain.lua).
--- uses: grant maintain state
 -- KEYS: see lib/keys.lua; ARGV[1..5] as there, then
 -- ARGV[6] the capacity ("" for a mutex), ARGV[7] the group limit,
 -- ARGV[8] "1" to count the waiters' places, ARGV[9] "1" to make the

@@ -6,7 +6,6 @@
 -- deliver it after this call. go-redis never sends such a request twice (a
 -- retry could come before it); this script it may send again, since a
 -- second run answers as the first did.
--- uses: store fifo tokens fence
 -- KEYS: see lib/keys.lua; ARGV[1..5] as there, then ARGV[6] token,
 -- ARGV[7] "count" to count the place, or "fast" for the fast path's
 -- request, ARGV[8] the caller's lease TTL in ms: how long the mark lives

@@ -1,5 +1,4 @@
 -- release.lua: free the permits held by token and grant the heads that fit.
--- uses: unlock
 -- KEYS: see lib/keys.lua; ARGV[1..5] as there, then
 -- ARGV[6] token, ARGV[7] "1" if token has metadata to drop, else "",
 -- ARGV[8] "1" if its grant may still be marked as not taken up, else ""

@@ -1,9 +1,9 @@
 // Package scripts holds fairlock's Lua scripts. Each script file's header
-// says its KEYS, ARGV and reply, and a "-- uses:" line names the modules of
-// lib/ it calls. A script is lib/keys.lua, then those modules (each after
-// the modules it uses in turn), then its own file: it carries only the Lua
-// it runs, since Redis defines every function of a script anew on each
-// call. Modules talk to each other through their functions only.
+// says its KEYS, ARGV and reply. A script is lib/keys.lua, then the
+// definitions of lib/ that its body reaches, by the calls it makes and
+// those of what it calls, then its own file: it carries only the Lua it
+// runs, since Redis defines every function of a script anew on each call.
+// Modules talk to each other through their functions only.
 //
 // One queue engine (lib/grant.lua, lib/unlock.lua, lib/maintain.lua and
 // the scripts) serves every kind of lock; what differs is where the holders
@@ -15,6 +15,8 @@ package scripts
 import (
 	"embed"
 	"io/fs"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -57,47 +59,115 @@ func read(name string) string {
 	return string(b)
 }
 
-// uses returns the modules named in src's "-- uses:" line.
-func uses(src string) []string {
-	for _, line := range strings.Split(src, "\n") {
-		if rest, ok := strings.CutPrefix(line, "-- uses:"); ok {
-			return strings.Fields(rest)
-		}
-	}
-	return nil
+// moduleOrder lists lib's modules so that each comes after the modules it
+// calls: a script carries the definitions it reaches in this order, and
+// Lua finds each local before its use. A store has its own "state",
+// "queue" and "store" (lib/lock/, lib/counted/), and may have its own of
+// any module.
+var moduleOrder = []string{"clock", "keep", "tokens", "fence", "fifo", "state", "queue", "store", "grant", "unlock", "maintain"}
+
+// A definition is one top-level definition of a module: a local function,
+// or local variables, with the comment above it.
+type definition struct {
+	names []string        // what it defines
+	uses  map[string]bool // the names it mentions
+	text  string
 }
 
-// load assembles the script in file name on the store in lib/store/: a
-// module is that store's file of its name if there is one ("store",
-// "queue"), else lib/'s. A store's quick_<name> file, if there is one,
-// comes right after lib/keys.lua, before any module: a path that needs no
-// function and returns costs Redis no function definitions.
-func load(name, store string) string {
-	var parts []string
-	seen := map[string]bool{}
-	var add func(module string)
-	add = func(module string) {
-		path := "lib/" + store + "/" + module + ".lua"
-		if _, err := fs.Stat(files, path); err != nil {
-			path = "lib/" + module + ".lua"
+var (
+	luaName      = regexp.MustCompile(`[A-Za-z_]\w*`)
+	luaFunction  = regexp.MustCompile(`^local function ([A-Za-z_]\w*)`)
+	luaVariables = regexp.MustCompile(`^local ([A-Za-z_][\w, ]*?)\s*(=|$)`)
+	luaLiteral   = regexp.MustCompile(`--[^\n]*|'[^'\n]*'|"[^"\n]*"`)
+)
+
+// definitions splits a module into its top-level definitions, which start
+// at column 0: "local function" (ending with an "end" alone on its line,
+// or on the same line) or "local a, b" on one line, with or without "=".
+// Comment lines go with the definition below them.
+func definitions(src string) []definition {
+	var defs []definition
+	var pending []string
+	lines := strings.Split(src, "\n")
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
+		var names []string
+		body := []string{line}
+		if m := luaFunction.FindStringSubmatch(line); m != nil {
+			names = []string{m[1]}
+			if !strings.HasSuffix(line, " end") {
+				for i++; lines[i] != "end"; i++ {
+					body = append(body, lines[i])
+				}
+				body = append(body, "end")
+			}
+		} else if m := luaVariables.FindStringSubmatch(line); m != nil {
+			for _, n := range strings.Split(m[1], ",") {
+				names = append(names, strings.TrimSpace(n))
+			}
+		} else {
+			pending = append(pending, line) // a comment or a blank line
+			continue
 		}
-		if seen[path] {
-			return
-		}
-		seen[path] = true
-		src := read(path)
-		for _, dep := range uses(src) {
-			add(dep)
-		}
-		parts = append(parts, src)
+		defs = append(defs, definition{names: names, uses: usesOf(strings.Join(body, "\n")), text: strings.Join(append(pending, body...), "\n")})
+		pending = nil
 	}
-	add("keys")
+	return defs
+}
+
+// usesOf returns the names code mentions, but in comments and strings.
+func usesOf(code string) map[string]bool {
+	uses := map[string]bool{}
+	for _, n := range luaName.FindAllString(luaLiteral.ReplaceAllString(code, ""), -1) {
+		uses[n] = true
+	}
+	return uses
+}
+
+// module reads store's module of that name: its own file if it has one,
+// else lib's.
+func module(store, name string) string {
+	path := "lib/" + store + "/" + name + ".lua"
+	if _, err := fs.Stat(files, path); err != nil {
+		path = "lib/" + name + ".lua"
+	}
+	return read(path)
+}
+
+// load assembles the script in file name on the store in lib/store/:
+// lib/keys.lua, the store's quick_<name> file if it has one (a path that
+// needs no function and returns costs Redis no function definitions), the
+// definitions the script reaches, and its own file.
+func load(name, store string) string {
+	head := []string{read("lib/keys.lua")}
 	if quick, err := files.ReadFile("lib/" + store + "/quick_" + name); err == nil {
-		parts = append(parts, string(quick))
+		head = append(head, string(quick))
 	}
 	body := read(name)
-	for _, module := range uses(body) {
-		add(module)
+	var defs []definition
+	for _, m := range moduleOrder {
+		defs = append(defs, definitions(module(store, m))...)
+	}
+	// The names the script's own code mentions, then those of every
+	// definition they reach, until no new one is reached.
+	needed := usesOf(strings.Join(append(head[1:], body), "\n"))
+	reached := make([]bool, len(defs))
+	for grew := true; grew; {
+		grew = false
+		for i, d := range defs {
+			if !reached[i] && slices.ContainsFunc(d.names, func(n string) bool { return needed[n] }) {
+				reached[i], grew = true, true
+				for n := range d.uses {
+					needed[n] = true
+				}
+			}
+		}
+	}
+	parts := head
+	for i, d := range defs {
+		if reached[i] {
+			parts = append(parts, d.text)
+		}
 	}
 	return constants.Replace(strings.Join(append(parts, body), "\n"))
 }

@@ -2,6 +2,8 @@ package scripts_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -78,7 +80,7 @@ func TestEveryFunctionDefinedBeforeUse(t *testing.T) {
 		if missing := undefined(src); len(missing) > 0 {
 			t.Errorf("%s calls %v, defined nowhere before the call", name, missing)
 		}
-		if strings.Contains(src, "-- uses:") && strings.Count(src, "local holdersKey") != 1 {
+		if strings.Count(src, "local holdersKey") != 1 {
 			t.Errorf("%s: keys.lua included %d times", name, strings.Count(src, "local holdersKey"))
 		}
 	}
@@ -86,6 +88,39 @@ func TestEveryFunctionDefinedBeforeUse(t *testing.T) {
 		t.Errorf("the check misses a call before its definition: %v", got)
 	}
 }
+
+var (
+	topLevel = regexp.MustCompile(`(?m)^local function ([A-Za-z_]\w*)|^local ([A-Za-z_][\w, ]*?)\s*(?:=|$)`)
+	literal  = regexp.MustCompile(`--[^\n]*|'[^'\n]*'|"[^"\n]*"`)
+)
+
+// A script carries only what it runs: every function or variable that a
+// script defines at its top level, but for lib/keys.lua's, is named
+// somewhere else in it.
+func TestEveryScriptCarriesOnlyWhatItRuns(t *testing.T) {
+	for name, src := range scripts.All() {
+		code := literal.ReplaceAllString(src, "")
+		for _, m := range topLevel.FindAllStringSubmatch(code, -1) {
+			names := []string{m[1]}
+			if m[1] == "" {
+				names = strings.Split(m[2], ",")
+			}
+			for _, n := range names {
+				n = strings.TrimSpace(n)
+				if keysLua[n] {
+					continue
+				}
+				if uses := regexp.MustCompile(`\b` + n + `\b`).FindAllStringIndex(code, -1); len(uses) < 2 {
+					t.Errorf("%s defines %s and never uses it", name, n)
+				}
+			}
+		}
+	}
+}
+
+// keysLua are the names lib/keys.lua defines for every script.
+var keysLua = map[string]bool{"holdersKey": true, "queueKey": true, "orderKey": true, "fenceKey": true, "metaKey": true,
+	"stateKey": true, "sessionPrefix": true, "notifyCmd": true, "notifyPrefix": true, "keepTTL": true}
 
 func TestNoConstantLeftUnreplaced(t *testing.T) {
 	for name, src := range scripts.All() {
@@ -109,6 +144,35 @@ func loadAll(t *testing.T, c *redis.Client) {
 
 func TestEveryScriptLoadsOnRedis(t *testing.T) {
 	loadAll(t, redistest.Start(t).Client(t))
+}
+
+// Every line of lib's modules is a comment, a blank line, or part of a
+// top-level definition that scripts.go can carry whole: anything else
+// would be left out of the scripts (or run where it should not).
+func TestModulesAreDefinitionsOnly(t *testing.T) {
+	paths, _ := filepath.Glob("lib/*.lua")
+	more, _ := filepath.Glob("lib/*/*.lua")
+	for _, path := range append(paths, more...) {
+		if strings.Contains(path, "quick_") || strings.HasSuffix(path, "keys.lua") {
+			continue
+		}
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inside := false
+		for i, line := range strings.Split(string(src), "\n") {
+			switch {
+			case inside:
+				inside = line != "end"
+			case strings.HasPrefix(line, "local function "):
+				inside = !strings.HasSuffix(line, " end")
+			case line == "", strings.HasPrefix(line, "--"), topLevel.MatchString(line):
+			default:
+				t.Errorf("%s:%d: %q is neither a definition nor a comment", path, i+1, line)
+			}
+		}
+	}
 }
 
 func TestEveryScriptLoadsOnMiniredis(t *testing.T) {

@@ -1,5 +1,4 @@
 -- snapshot.lua: everything about one lock, for Inspect, read-only.
--- uses: fence tokens queue store
 -- KEYS: see lib/keys.lua; ARGV[1..5] as there, then ARGV[6] the most
 -- waiters to list; the read stops after 10 times as many queue entries.
 -- Reply: {capacity or 0, last fence or 0, waiters queued in all,

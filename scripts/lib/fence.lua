@@ -1,5 +1,4 @@
 -- fence.lua: fencing tokens.
--- uses: clock
 
 -- nextFence returns a fence larger than every fence before it. The counter
 -- starts from the server's time in microseconds whenever its key is new

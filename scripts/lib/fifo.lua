@@ -1,7 +1,6 @@
 -- fifo.lua: the waiters' arrival order, kept twice: in a list, which
 -- serves the head in O(1), and in orderKey, a sorted set token -> arrival
 -- number, which tells a waiter's place (ZRANK) and whether a token waits.
--- uses: keep
 
 -- arrive numbers token one above the last waiter and appends it to list.
 -- Both keys may be new.

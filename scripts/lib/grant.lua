@@ -1,5 +1,4 @@
 -- grant.lua: the queue engine's grant loop, for every holder store.
--- uses: clock fence tokens queue store
 
 -- grantHeads grants, in queue order, every live request at the head that
 -- fits, and stops at the first that does not: a later request never passes

@@ -4,7 +4,6 @@
 -- at once; the scan finds the rest, so that places and counts are right
 -- within a heartbeat. The permits of a dead semaphore holder come free at
 -- the next scan or waiter's heartbeat.
--- uses: clock keep state tokens queue store
 
 local scanEvery = tonumber(ARGV[5])
 

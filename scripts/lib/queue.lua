@@ -18,7 +18,6 @@
 --   keepQueue()                  keep the queue's keys keepTTL ms more
 -- and this one also emptied(): did this call take the last waiter off.
 --   setGrouping(parties, limit)  the groups' state, read by openStore
--- uses: fifo
 
 local function setGrouping() end
 

@@ -35,7 +35,9 @@ end
 -- The Locker's id names its notification channel (lib/grant.lua).
 local function lockerOf(token) return string.match(token, '^[^.:]*') end
 
-local sessionsAlive, grantTTLs = {}, {}
+-- What a call learnt of each session, by key.
+local sessionsAlive = {}
+local grantTTLs = {}
 
 -- sessionAlive: does token's session live: its holders' key, with its
 -- field "" (a mark may come before the session opens: withdraw).

@@ -1,5 +1,4 @@
 -- unlock.lua: free what a holder holds and pass it on.
--- uses: grant
 
 -- releaseIfHolder frees token's permits if it holds any and grants the
 -- heads that now fit; it does so too when openStore freed the permits of

@@ -15,7 +15,6 @@
 --               "<held, 10 digits>:<stamp, 16 digits>:<group>"
 --   tick        grants made in grouped mode
 -- so the next group is the first member, in O(log G) for G groups.
--- uses: fifo tokens keep state
 
 local base = string.sub(stateKey, 1, -6)
 local groupsKey = base .. 'groups'

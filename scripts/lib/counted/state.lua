@@ -3,7 +3,6 @@
 -- holder's fence), so the two are kept together, keepTTL ms at least:
 -- neither may outlive the other, and a record that expires is dropped from
 -- both at once (openStore).
--- uses: keep
 
 local function keepState(mayBeNew)
   keepFor(stateKey, keepTTL, mayBeNew)

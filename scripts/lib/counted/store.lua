@@ -12,7 +12,6 @@
 -- their end. The holders' key lives as long as the lock's other keys
 -- (keepTTL), not as long as its last record: a record that expires is
 -- dropped one by one, which keeps every count of the state right.
--- uses: clock fence keep state tokens queue
 local cap, used
 
 local function permitsHeld() return used end

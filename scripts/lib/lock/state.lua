@@ -1,6 +1,5 @@
 -- lock/state.lua: keepState for the mutex, whose state holds only the
 -- scan's schedule; its holder's key is the holder's record, whose TTL is
 -- the record's own.
--- uses: keep
 
 local function keepState(mayBeNew) keepFor(stateKey, keepTTL, mayBeNew) end

@@ -1,6 +1,5 @@
 -- lock/store.lua: the mutex's holder store. The holder is the string key
 -- holdersKey: its value is the holder's token, its TTL the record's.
--- uses: fence keep tokens queue
 --
 -- Every holder store (lib/lock/ and lib/counted/) defines the functions
 -- the queue engine (grant.lua, unlock.lua, maintain.lua) and the scripts
