@@ -345,7 +345,7 @@ type census struct {
 func lockCensus(ctx context.Context, l *fairlock.Locker, k kind, name string) (census, error) {
 	st, err := l.Inspect(ctx, k.lock(), name)
 	c := census{Holders: len(st.Holders), InUse: st.InUse, Waiters: len(st.Waiters), Fence: st.Fence}
-	if len(st.Holders) == 1 && st.Holders[0].Lock == fairlock.LockWrite {
+	if len(st.Holders) == 1 && !st.Holders[0].Shared {
 		c.InUse = fairlock.MaxCapacity
 	}
 	return c, err

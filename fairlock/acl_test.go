@@ -90,7 +90,7 @@ func TestACLRuleIsEnough(t *testing.T) {
 	ma, mb := mustRW(t, a, "acl"), mustRW(t, b, "acl")
 	writer := hold(t, ma.Lock)
 	reader := queueFor(t, ctx, mb.RLock)
-	if st, err := mb.Inspect(ctx); err != nil || len(st.Holders) != 1 || st.Holders[0].Lock != fairlock.LockWrite || len(st.Waiters) != 1 {
+	if st, err := mb.Inspect(ctx); err != nil || len(st.Holders) != 1 || st.Holders[0].Shared || len(st.Waiters) != 1 {
 		t.Fatalf("read-write Inspect: %+v, %v", st, err)
 	}
 	released(t, writer)

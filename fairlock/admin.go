@@ -142,21 +142,5 @@ func (l *Locker) Locks(ctx context.Context) ([]LockInUse, error) {
 	return locks, nil
 }
 
-// Names returns, sorted, the names of the locks of any kind that Locks
-// lists.
-func (l *Locker) Names(ctx context.Context) ([]string, error) {
-	locks, err := l.Locks(ctx)
-	if err != nil {
-		return nil, err
-	}
-	var names []string
-	for _, lk := range locks {
-		if len(names) == 0 || names[len(names)-1] != lk.Name {
-			names = append(names, lk.Name)
-		}
-	}
-	return names, nil
-}
-
 // globEscaper makes a string match only itself in a SCAN MATCH pattern.
 var globEscaper = strings.NewReplacer(`\`, `\\`, `*`, `\*`, `?`, `\?`, `[`, `\[`, `]`, `\]`)

@@ -65,8 +65,8 @@ func (a *attempt) configure(opts []AcquireOption) error {
 	switch c := &a.cfg; {
 	case len(c.metadata) > MaxMetadataLen:
 		return fmt.Errorf("%w: metadata of %s is longer than MaxMetadataLen (%s)", ErrInvalid, byteSize(len(c.metadata)), byteSize(MaxMetadataLen))
-	case c.hasGroup && a.req.lock != LockSemaphore:
-		return fmt.Errorf("%w: only a semaphore takes WithGroup, not a %v", ErrInvalid, a.req.lock)
+	case c.hasGroup && a.req.ref.kind != semaphoreKind:
+		return fmt.Errorf("%w: only a semaphore takes WithGroup, not a %v", ErrInvalid, a.req.ref.kind.lock)
 	case c.hasGroup && (c.group == "" || len(c.group) > MaxGroupLen):
 		return fmt.Errorf("%w: group name %s is empty or longer than MaxGroupLen (%d bytes)", ErrInvalid, quoteName(c.group), MaxGroupLen)
 	}
@@ -514,7 +514,7 @@ func (l *Locker) newLease(w *waiter, fence int64, marked bool) (s *Lease, closed
 		locker:   l,
 		ref:      w.ref,
 		session:  w.session,
-		lock:     w.req.lock,
+		shared:   w.req.shared,
 		permits:  w.req.permits,
 		group:    w.group,
 		token:    w.token,

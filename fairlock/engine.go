@@ -100,11 +100,11 @@ func signal(ch chan struct{}) {
 // A request is what one Acquire call asks for.
 type request struct {
 	ref      *lockRef
-	lock     LockKind // as events report it: LockMutex, LockSemaphore, LockRead or LockWrite
-	permits  int      // as events report them: n for a semaphore, else 1
-	suffix   string   // what the token carries after its number: "#" and the permits Redis counts, if more than one
-	capacity any      // a semaphore's capacity as a script argument, noArg for a mutex
-	limit    any      // its group limit, noneArg for none
+	shared   bool   // a read-write lock's reader
+	permits  int    // as events report them: n for a semaphore, else 1
+	suffix   string // what the token carries after its number: "#" and the permits Redis counts, if more than one
+	capacity any    // a semaphore's capacity as a script argument, noArg for a mutex
+	limit    any    // its group limit, noneArg for none
 }
 
 // A waiter is one token of an Acquire call: queued in Redis, or about to
@@ -137,7 +137,7 @@ type waiter struct {
 
 // event starts an Event about w.
 func (w *waiter) event(kind EventKind) Event {
-	return Event{Kind: kind, Name: w.ref.name, Lock: w.req.lock, Permits: w.req.permits, Group: w.group, Token: w.token}
+	return Event{Kind: kind, Name: w.ref.name, Lock: w.ref.kind.lock, Shared: w.req.shared, Permits: w.req.permits, Group: w.group, Token: w.token}
 }
 
 func (b *books) forget(w *waiter) {
@@ -163,7 +163,7 @@ type Lease struct {
 	locker   *Locker
 	ref      *lockRef
 	session  *session
-	lock     LockKind // what the Acquire asked for, as events report it
+	shared   bool // a read-write lock's reader
 	permits  int
 	group    string
 	token    string
@@ -186,7 +186,7 @@ type Lease struct {
 
 // event starts an Event about s.
 func (s *Lease) event(kind EventKind) Event {
-	return Event{Kind: kind, Name: s.ref.name, Lock: s.lock, Permits: s.permits, Group: s.group, Token: s.token}
+	return Event{Kind: kind, Name: s.ref.name, Lock: s.ref.kind.lock, Shared: s.shared, Permits: s.permits, Group: s.group, Token: s.token}
 }
 
 // A withdrawal is a token that Redis may still hold, queued or granted,

@@ -39,6 +39,10 @@ var (
 	// maxmemory-policy noeviction, or accept the risk with
 	// WithUnsafeEviction.
 	ErrUnsafeEviction = errors.New("fairlock: Redis may evict keys")
+	// ErrNotReplicated is returned by Acquire and TryAcquire under
+	// WithReplicaAck when too few replicas acknowledged the grant in time;
+	// the grant was released.
+	ErrNotReplicated = errors.New("fairlock: grant not acknowledged by enough replicas")
 )
 
 // An opError is the error of one operation on one lock: "fairlock: <op>:

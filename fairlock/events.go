@@ -32,23 +32,20 @@ func (k EventKind) String() string {
 	return "unknown"
 }
 
-// LockKind says which primitive an Event is about.
+// LockKind says which primitive a lock is.
 type LockKind int
 
 // The kinds of lock.
 const (
-	LockMutex     LockKind = iota + 1 // Locker.Acquire, TryAcquire, Do
-	LockSemaphore                     // Semaphore; Event.Permits says how many permits
-	LockRead                          // RWMutex.RLock, TryRLock
-	LockWrite                         // RWMutex.Lock, TryLock
-	LockRWMutex                       // a read-write lock as a whole: its EventHeartbeatFailed, and Locker.Locks
+	LockMutex     LockKind = iota + 1 // Locker.Mutex, and Locker.Acquire, TryAcquire, Do
+	LockSemaphore                     // Locker.Semaphore
+	LockRWMutex                       // Locker.RWMutex
 )
 
-var lockNames = [...]string{"", "mutex", "semaphore", "read", "write", "rwmutex"}
+var lockNames = [...]string{"", "mutex", "semaphore", "rwmutex"}
 
 // String is the kind's name as log lines show it: "mutex", "semaphore",
-// "read", "write", "rwmutex", or "unknown" for a value that is none of the
-// kinds.
+// "rwmutex", or "unknown" for a value that is none of the kinds.
 func (k LockKind) String() string {
 	if k > 0 && int(k) < len(lockNames) {
 		return lockNames[k]
@@ -98,7 +95,8 @@ func (k LockKind) String() string {
 type Event struct {
 	Kind     EventKind // what happened
 	Name     string    // lock name
-	Lock     LockKind  // which primitive: a mutex, semaphore, or read-write lock as reader or writer
+	Lock     LockKind  // which primitive
+	Shared   bool      // a read-write lock's reader (RLock, TryRLock, DoRead), which shares it
 	Permits  int       // permits asked for or held: n for LockSemaphore, else 1
 	Group    string    // the request's group (WithGroup), "" if none
 	Token    string    // the waiter's or lease's token

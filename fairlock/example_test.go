@@ -191,7 +191,7 @@ func ExampleRWMutex() {
 	r2.Release(ctx)
 	w, _ := config.Lock(ctx)
 	st, _ = config.Inspect(ctx)
-	fmt.Println("writer:", st.Holders[0].Lock == fairlock.LockWrite)
+	fmt.Println("writer:", !st.Holders[0].Shared)
 	w.Release(ctx)
 	// Output:
 	// readers: 2

@@ -6,11 +6,6 @@ import (
 	"time"
 )
 
-// MaxListed is the most holders and waiters Inspect lists: a reply for a
-// queue of a million waiters would hold Redis for a long time.
-// State.Queued still counts every waiter.
-const MaxListed = 1000
-
 // State is a snapshot of one lock of any kind, as Inspect reads it in one
 // round trip.
 type State struct {
@@ -33,7 +28,7 @@ func (st State) Held() bool { return len(st.Holders) > 0 }
 // A Holder is one live grant of a lock.
 type Holder struct {
 	Token    string
-	Lock     LockKind      // LockMutex, LockSemaphore, LockRead or LockWrite
+	Shared   bool          // a read-write lock's reader
 	Permits  int           // n for a semaphore, else 1
 	Fence    int64         // its grant's fence (a mutex's: the latest, which is at least its own)
 	TTL      time.Duration // how long Redis keeps it if its Locker stops renewing
@@ -44,7 +39,7 @@ type Holder struct {
 // A Waiter is one live waiter in a lock's queue.
 type Waiter struct {
 	Token    string // it becomes the lease's token when granted
-	Lock     LockKind
+	Shared   bool
 	Permits  int
 	Position int           // 1 is next; with groups, its place in arrival order
 	TTL      time.Duration // how long it keeps its place if its Locker stops
@@ -98,8 +93,8 @@ func parseSnapshot(reply any, kd *kind) (State, bool) {
 		if !ok1 || !ok2 || !ok3 {
 			return false
 		}
-		lock, permits := requestOf(kd, s[0])
-		st.Holders = append(st.Holders, Holder{Token: s[0], Lock: lock, Permits: permits, Fence: fence,
+		shared, permits := requestOf(kd, s[0])
+		st.Holders = append(st.Holders, Holder{Token: s[0], Shared: shared, Permits: permits, Fence: fence,
 			TTL: time.Duration(left) * time.Millisecond, Metadata: s[1], Group: s[2]})
 		if kd == rwKind {
 			permits = 1
@@ -112,8 +107,8 @@ func parseSnapshot(reply any, kd *kind) (State, bool) {
 		if !ok1 || !ok2 {
 			return false
 		}
-		lock, permits := requestOf(kd, s[0])
-		st.Waiters = append(st.Waiters, Waiter{Token: s[0], Lock: lock, Permits: permits, Position: len(st.Waiters) + 1,
+		shared, permits := requestOf(kd, s[0])
+		st.Waiters = append(st.Waiters, Waiter{Token: s[0], Shared: shared, Permits: permits, Position: len(st.Waiters) + 1,
 			TTL: time.Duration(left) * time.Millisecond, Metadata: s[1], Group: s[2]})
 		return true
 	})
@@ -124,7 +119,7 @@ func parseSnapshot(reply any, kd *kind) (State, bool) {
 // lock and its name, and returns that lock's ref.
 func (l *Locker) lockOfKind(verb string, k LockKind, name string) (*lockRef, error) {
 	kd := kindOf(k)
-	if kd == nil || k == LockRead || k == LockWrite {
+	if kd == nil {
 		return nil, fmt.Errorf("%w: %s takes LockMutex, LockSemaphore or LockRWMutex, not %v", ErrInvalid, verb, k)
 	}
 	if err := checkName(name); err != nil {
@@ -133,19 +128,18 @@ func (l *Locker) lockOfKind(verb string, k LockKind, name string) (*lockRef, err
 	return l.refs.get(kd, name), nil
 }
 
-// requestOf tells what a token of a lock of kind kd asks for.
-func requestOf(kd *kind, token string) (LockKind, int) {
+// requestOf tells what a token of a lock of kind kd asks for: whether it
+// shares a read-write lock (a reader), and its permits as Holder and
+// Waiter report them.
+func requestOf(kd *kind, token string) (shared bool, permits int) {
 	n := permitsOf(token)
 	switch kd {
 	case semaphoreKind:
-		return LockSemaphore, n
+		return false, n
 	case rwKind:
-		if n == MaxCapacity {
-			return LockWrite, 1
-		}
-		return LockRead, 1
+		return n != MaxCapacity, 1
 	}
-	return LockMutex, 1
+	return false, 1
 }
 
 // permitsOf reads the permits a token asks for, after its '#'.

@@ -5,14 +5,6 @@ import (
 	"strings"
 )
 
-// MaxNameLen is the longest lock name, in bytes, that fairlock accepts. A
-// name is repeated in each of a lock's six keys, in every script call, and
-// on Redis Cluster in its notification channel; escaping can triple it. At
-// 4 KiB a call carries at most 72 KiB of name, while any real name (a path,
-// a URL, a composite id) fits with room to spare. Longer names are refused
-// with ErrInvalid before any Redis call.
-const MaxNameLen = 4 << 10
-
 // nameEscaper makes any byte string safe as a Redis Cluster hash tag: a
 // brace would end or start the tag, and escaping '%' too keeps two
 // different names from ever sharing keys.

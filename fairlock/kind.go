@@ -15,22 +15,15 @@ var (
 	rwKind        = &kind{lock: LockRWMutex, space: spaceRW, scripts: countedScripts}
 )
 
-// kindOf returns the kind of the locks of lk, or nil: LockRead and
-// LockWrite are requests of a read-write lock.
+// kindOf returns the kind of the locks of lk, or nil.
 func kindOf(lk LockKind) *kind {
 	switch lk {
 	case LockMutex:
 		return mutexKind
 	case LockSemaphore:
 		return semaphoreKind
-	case LockRWMutex, LockRead, LockWrite:
+	case LockRWMutex:
 		return rwKind
 	}
 	return nil
 }
-
-// MaxCapacity is the largest capacity a Semaphore takes. Permits are
-// counted in Lua, whose numbers are exact integers up to 2^53; 2^30 leaves
-// room for any sum of them. A read-write lock is a semaphore of this
-// capacity whose writers take all of it.
-const MaxCapacity = 1 << 30

@@ -78,7 +78,7 @@ func mustRW(t testing.TB, l *fairlock.Locker, name string) *fairlock.RWMutex {
 
 // writerHolds tells whether a writer holds the read-write lock st shows.
 func writerHolds(st fairlock.State) bool {
-	return len(st.Holders) == 1 && st.Holders[0].Lock == fairlock.LockWrite
+	return len(st.Holders) == 1 && !st.Holders[0].Shared
 }
 
 // hold takes a lease with acquire, within 5 s.
@@ -582,14 +582,14 @@ func TestKindsAreIndependentAndObserved(t *testing.T) {
 	want := map[string]struct {
 		lock    fairlock.LockKind
 		permits int
-	}{mutex.Token(): {fairlock.LockMutex, 1}, sem.Token(): {fairlock.LockSemaphore, 3}, writer.Token(): {fairlock.LockWrite, 1}}
+	}{mutex.Token(): {fairlock.LockMutex, 1}, sem.Token(): {fairlock.LockSemaphore, 3}, writer.Token(): {fairlock.LockRWMutex, 1}}
 	seen := 0
 	for _, e := range events {
 		if e.Kind != fairlock.EventGranted && e.Kind != fairlock.EventReleased {
 			continue
 		}
 		seen++
-		if w := want[e.Token]; e.Lock != w.lock || e.Permits != w.permits {
+		if w := want[e.Token]; e.Lock != w.lock || e.Permits != w.permits || e.Shared {
 			t.Fatalf("%v of %s: lock %v permits %d, want %v %d", e.Kind, e.Token, e.Lock, e.Permits, w.lock, w.permits)
 		}
 	}

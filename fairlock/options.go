@@ -17,19 +17,6 @@ const (
 	DefaultWaiterTTL = 3 * time.Second
 	// DefaultKeyPrefix starts every key and channel name.
 	DefaultKeyPrefix = "fairlock"
-	// MinHeartbeat is the shortest heartbeat New accepts: the lease and
-	// waiter TTLs must both be at least 3 × MinHeartbeat (75 ms). A shorter
-	// period adds Redis load (one call per lock with waiters, per Locker and
-	// period) faster than it cuts recovery time, and comes close to a round
-	// trip on a loaded machine, where waiters would lose their places to
-	// scheduling delays.
-	MinHeartbeat = 25 * time.Millisecond
-	// MaxTTL is the longest lease, waiter or Extend TTL accepted: a lock's
-	// keys live 30 times the longer TTL, which must stay a count of
-	// milliseconds Redis and a time.Duration both hold; and a crashed holder
-	// that blocks a lock for more than a day is not what a lease is for
-	// (auto-renew keeps a live holder's lease as long as it likes).
-	MaxTTL = 24 * time.Hour
 )
 
 type config struct {
@@ -226,11 +213,6 @@ func OnPosition(fn func(position int)) AcquireOption {
 	return func(c *acquireConfig) { c.onPosition = fn }
 }
 
-// MaxMetadataLen is the longest metadata, in bytes, that WithMetadata
-// accepts: enough for a job id, a host name and a little more, while an
-// Inspect reply of MaxListed holders and waiters stays within 8 MiB of it.
-const MaxMetadataLen = 4 << 10
-
 // WithMetadata stores s with the waiter in Redis and then with its lease,
 // for operators: Inspect (State.Metadata) and the fairlock command show
 // it. It is dropped when the waiter or lease ends.
@@ -240,9 +222,6 @@ const MaxMetadataLen = 4 << 10
 func WithMetadata(s string) AcquireOption {
 	return func(c *acquireConfig) { c.metadata = s }
 }
-
-// MaxGroupLen is the longest group name, in bytes, that WithGroup accepts.
-const MaxGroupLen = 256
 
 // WithGroup makes a semaphore request part of group, a tenant or a
 // customer, for fair share across groups: when permits come free, the next

@@ -22,10 +22,6 @@ type preflight struct {
 	err  error // what every acquire returns, once checked
 }
 
-// MinRedisVersion is the oldest Redis fairlock runs on: its scripts use
-// PEXPIRE NX and GT and SET NX GET.
-const MinRedisVersion = "7.0.0"
-
 // ensure returns the result of the check, running it if needed.
 func (p *preflight) ensure(ctx context.Context, client redis.UniversalClient, cfg *config) error {
 	p.mu.Lock()

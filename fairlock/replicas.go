@@ -2,17 +2,11 @@ package fairlock
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
-
-// ErrNotReplicated is returned by Acquire and TryAcquire under
-// WithReplicaAck when too few replicas acknowledged the grant in time; the
-// grant was released.
-var ErrNotReplicated = errors.New("fairlock: grant not acknowledged by enough replicas")
 
 // WithReplicaAck makes Acquire and TryAcquire wait until n replicas have
 // acknowledged a grant (Redis WAIT, bounded by timeout) before returning

@@ -37,8 +37,8 @@ func (l *Locker) RWMutex(name string) (*RWMutex, error) {
 	capacity := any(int64(MaxCapacity))
 	return &RWMutex{
 		locker: l,
-		read:   request{ref: ref, lock: LockRead, permits: 1, capacity: capacity, limit: noneArg},
-		write:  request{ref: ref, lock: LockWrite, permits: 1, capacity: capacity, limit: noneArg, suffix: "#" + strconv.Itoa(MaxCapacity)},
+		read:   request{ref: ref, shared: true, permits: 1, capacity: capacity, limit: noneArg},
+		write:  request{ref: ref, permits: 1, capacity: capacity, limit: noneArg, suffix: "#" + strconv.Itoa(MaxCapacity)},
 	}, nil
 }
 

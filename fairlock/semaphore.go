@@ -76,7 +76,7 @@ func (s *Semaphore) request(n int) (request, error) {
 		}
 		return request{}, fmt.Errorf("%w: %d permits of semaphore %s, which grants between 1 and %d", ErrInvalid, n, quoteName(s.Name()), bound)
 	}
-	req := request{ref: s.ref, lock: LockSemaphore, permits: n, capacity: s.args[0], limit: s.args[1]}
+	req := request{ref: s.ref, permits: n, capacity: s.args[0], limit: s.args[1]}
 	if n > 1 {
 		req.suffix = "#" + strconv.Itoa(n)
 	}

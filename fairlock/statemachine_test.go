@@ -267,17 +267,10 @@ func (m *machine) observed(locker int, e fairlock.Event) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for key, c := range m.pending {
-		if key[0] == locker && smLocks[key[1]].name == e.Name && smLocks[key[1]].kind == kindOfEvent(e.Lock) {
+		if key[0] == locker && smLocks[key[1]].name == e.Name && smLocks[key[1]].kind == e.Lock {
 			c.requeued = true
 		}
 	}
-}
-
-func kindOfEvent(lk fairlock.LockKind) fairlock.LockKind {
-	if lk == fairlock.LockRead || lk == fairlock.LockWrite {
-		return fairlock.LockRWMutex
-	}
-	return lk
 }
 
 // fault starts a new generation: FIFO is checked within one only.

@@ -974,9 +974,9 @@ func TestReadOnlyACLRule(t *testing.T) {
 // printed raw; waiters past those listed are counted.
 func TestPrintStateQuotesAndCounts(t *testing.T) {
 	st := fairlock.State{Name: "a\tb", Kind: fairlock.LockSemaphore, Capacity: 2, InUse: 1, Fence: 9, Queued: 5,
-		Holders: []fairlock.Holder{{Token: "t:1", Lock: fairlock.LockSemaphore, Permits: 1, Fence: 9, TTL: 1500 * time.Millisecond,
+		Holders: []fairlock.Holder{{Token: "t:1", Permits: 1, Fence: 9, TTL: 1500 * time.Millisecond,
 			Metadata: "\x1b[2Jowned\n", Group: "g h"}},
-		Waiters: []fairlock.Waiter{{Token: "t\n2", Lock: fairlock.LockSemaphore, Permits: 2, Position: 1, TTL: time.Second}}}
+		Waiters: []fairlock.Waiter{{Token: "t\n2", Permits: 2, Position: 1, TTL: time.Second}}}
 	var out bytes.Buffer
 	printState(&out, st)
 	t.Logf("\n%s", out.String())

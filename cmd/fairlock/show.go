@@ -180,11 +180,11 @@ func toJSON(st fairlock.State) lockJSON {
 	out := lockJSON{Name: st.Name, Kind: st.Kind.String(), Capacity: st.Capacity, InUse: st.InUse, Fence: st.Fence, Queued: st.Queued,
 		Holders: []holderJSON{}, Waiters: []waiterJSON{}}
 	for _, h := range st.Holders {
-		out.Holders = append(out.Holders, holderJSON{Token: h.Token, Lock: h.Lock.String(), Permits: h.Permits, Fence: h.Fence,
+		out.Holders = append(out.Holders, holderJSON{Token: h.Token, Lock: lockOf(st.Kind, h.Shared), Permits: h.Permits, Fence: h.Fence,
 			TTLMs: h.TTL.Milliseconds(), Metadata: h.Metadata, Group: h.Group})
 	}
 	for _, w := range st.Waiters {
-		out.Waiters = append(out.Waiters, waiterJSON{Token: w.Token, Lock: w.Lock.String(), Permits: w.Permits, Position: w.Position,
+		out.Waiters = append(out.Waiters, waiterJSON{Token: w.Token, Lock: lockOf(st.Kind, w.Shared), Permits: w.Permits, Position: w.Position,
 			TTLMs: w.TTL.Milliseconds(), Metadata: w.Metadata, Group: w.Group})
 	}
 	return out
@@ -292,7 +292,7 @@ func summary(st fairlock.State) string {
 	case fairlock.LockRWMutex:
 		readers := 0
 		for _, h := range st.Holders {
-			if h.Lock == fairlock.LockWrite {
+			if !h.Shared {
 				return "held by a writer"
 			}
 			readers++
@@ -317,12 +317,13 @@ func summary(st fairlock.State) string {
 // mutex, whose holder's is not known (State's is the latest drawn, at
 // least the holder's: the summary line shows it).
 type columns struct {
+	kind                        fairlock.LockKind
 	permits, lock, group, fence bool
 }
 
 func columnsOf(st fairlock.State) columns {
-	c := columns{permits: st.Kind == fairlock.LockSemaphore, lock: st.Kind == fairlock.LockRWMutex, group: st.Kind == fairlock.LockSemaphore,
-		fence: st.Kind != fairlock.LockMutex}
+	c := columns{kind: st.Kind, permits: st.Kind == fairlock.LockSemaphore, lock: st.Kind == fairlock.LockRWMutex,
+		group: st.Kind == fairlock.LockSemaphore, fence: st.Kind != fairlock.LockMutex}
 	for _, h := range st.Holders {
 		c.group = c.group || h.Group != ""
 	}
@@ -345,7 +346,7 @@ func (c columns) holder(h fairlock.Holder) []string {
 	if c.fence {
 		mid = []string{strconv.FormatInt(h.Fence, 10), ttl(h.TTL)}
 	}
-	return c.cells([]string{display(h.Token)}, strconv.Itoa(h.Permits), h.Lock.String(), mid, orDash(display(h.Group)), metaCell(h.Metadata))
+	return c.cells([]string{display(h.Token)}, strconv.Itoa(h.Permits), lockOf(c.kind, h.Shared), mid, orDash(display(h.Group)), metaCell(h.Metadata))
 }
 
 func (c columns) waiterHead() []string {
@@ -353,7 +354,7 @@ func (c columns) waiterHead() []string {
 }
 
 func (c columns) waiter(w fairlock.Waiter) []string {
-	return c.cells([]string{strconv.Itoa(w.Position), display(w.Token)}, strconv.Itoa(w.Permits), w.Lock.String(),
+	return c.cells([]string{strconv.Itoa(w.Position), display(w.Token)}, strconv.Itoa(w.Permits), lockOf(c.kind, w.Shared),
 		[]string{ttl(w.TTL)}, orDash(display(w.Group)), metaCell(w.Metadata))
 }
 
@@ -535,14 +536,14 @@ func changes(prev, cur fairlock.State) []string {
 	for _, h := range cur.Holders {
 		now[h.Token] = true
 		if !held[h.Token] {
-			out = append(out, fmt.Sprintf("* %s: granted to %s%s, %s%s%s", cur.Kind, display(h.Token), request(cur.Kind, h.Lock, h.Permits),
+			out = append(out, fmt.Sprintf("* %s: granted to %s%s, %s%s%s", cur.Kind, display(h.Token), request(cur.Kind, h.Shared, h.Permits),
 				fenceOf(cur.Kind, h.Fence), group(h.Group), quoteMeta(h.Metadata)))
 		}
 	}
 	for _, h := range prev.Holders {
 		if !now[h.Token] {
 			out = append(out, fmt.Sprintf("- %s: %s ended (released, expired or forced)%s, %s", prev.Kind, display(h.Token),
-				request(prev.Kind, h.Lock, h.Permits), fenceOf(prev.Kind, h.Fence)))
+				request(prev.Kind, h.Shared, h.Permits), fenceOf(prev.Kind, h.Fence)))
 		}
 	}
 	waited := make(map[string]bool, len(prev.Waiters))
@@ -552,7 +553,7 @@ func changes(prev, cur fairlock.State) []string {
 	for _, w := range cur.Waiters {
 		if !waited[w.Token] && !held[w.Token] {
 			out = append(out, fmt.Sprintf("+ %s: %s queued at position %d%s%s%s", cur.Kind, display(w.Token), w.Position,
-				request(cur.Kind, w.Lock, w.Permits), group(w.Group), quoteMeta(w.Metadata)))
+				request(cur.Kind, w.Shared, w.Permits), group(w.Group), quoteMeta(w.Metadata)))
 		}
 	}
 	return out
@@ -560,7 +561,7 @@ func changes(prev, cur fairlock.State) []string {
 
 // request says what a holder or waiter asks for, after a comma, if the
 // kind does not say it all.
-func request(k, lock fairlock.LockKind, permits int) string {
+func request(k fairlock.LockKind, shared bool, permits int) string {
 	switch k {
 	case fairlock.LockSemaphore:
 		if permits == 1 {
@@ -568,9 +569,22 @@ func request(k, lock fairlock.LockKind, permits int) string {
 		}
 		return fmt.Sprintf(", %d permits", permits)
 	case fairlock.LockRWMutex:
-		return ", " + lock.String()
+		return ", " + lockOf(k, shared)
 	}
 	return ""
+}
+
+// lockOf names what a holder or waiter of a lock of kind k asks for, as
+// the JSON and the tables show it: "read" or "write" on a read-write lock,
+// else the kind.
+func lockOf(k fairlock.LockKind, shared bool) string {
+	switch {
+	case k != fairlock.LockRWMutex:
+		return k.String()
+	case shared:
+		return "read"
+	}
+	return "write"
 }
 
 // fenceOf shows a holder's fence as Inspect gives it: a mutex's is the

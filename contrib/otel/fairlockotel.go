@@ -68,9 +68,9 @@ const (
 	// request's group to.
 	GroupKey = attribute.Key("fairlock.group")
 	// LockKindKey is the attribute of every instrument that says which
-	// primitive the event is about: the String of fairlock.LockKind
-	// ("mutex", "semaphore", "read", "write", or "rwmutex" for a read-write
-	// lock's failed heartbeat).
+	// primitive the event is about: "mutex", "semaphore", "read" or "write"
+	// (a read-write lock's reader or writer), "rwmutex" for a read-write
+	// lock's failed heartbeat, or "unknown".
 	LockKindKey = attribute.Key("fairlock.lock.kind")
 )
 
@@ -151,9 +151,31 @@ type Metrics struct {
 // labels are the mapped values of the optional attributes.
 type labels struct{ name, group string }
 
-// numKinds bounds the values of fairlock.LockKind that have their own
-// attribute value.
-const numKinds = int(fairlock.LockRWMutex) + 1
+// kindNames are the values of LockKindKey, indexed by kindOf.
+var kindNames = [...]string{"unknown", "mutex", "semaphore", "read", "write", "rwmutex"}
+
+const numKinds = len(kindNames)
+
+// kindOf is the index in kindNames of what e is about: a read-write lock's
+// reader or writer for its requests' events, the lock as a whole for a
+// failed heartbeat, which names no token.
+func kindOf(e fairlock.Event) int {
+	switch e.Lock {
+	case fairlock.LockMutex:
+		return 1
+	case fairlock.LockSemaphore:
+		return 2
+	case fairlock.LockRWMutex:
+		switch {
+		case e.Token == "":
+			return 5
+		case e.Shared:
+			return 3
+		}
+		return 4
+	}
+	return 0
+}
 
 // attrSets are the measurement options for one value of the lock-name
 // attribute, built once so that recording allocates nothing.
@@ -194,7 +216,7 @@ func New(opts ...Option) (*Metrics, error) {
 	meter := c.provider.Meter(ScopeName)
 	m := &Metrics{lockName: c.lockName, group: c.group}
 	for k := range m.unnamed {
-		m.unnamed[k] = newAttrSets([]attribute.KeyValue{LockKindKey.String(fairlock.LockKind(k).String())})
+		m.unnamed[k] = newAttrSets([]attribute.KeyValue{LockKindKey.String(kindNames[k])})
 	}
 	var err, e error
 	m.wait, e = meter.Float64Histogram("fairlock.acquire.wait",
@@ -293,10 +315,7 @@ func outcomeOf(err error) (o outcome, final bool) {
 
 // sets returns the measurement options for e's lock kind, name and group.
 func (m *Metrics) sets(e fairlock.Event) *attrSets {
-	kind := int(e.Lock)
-	if kind < 0 || kind >= numKinds {
-		kind = 0
-	}
+	kind := kindOf(e)
 	var l labels
 	if m.lockName != nil {
 		l.name = m.lockName(e.Name)
@@ -310,7 +329,7 @@ func (m *Metrics) sets(e fairlock.Event) *attrSets {
 	if s, ok := m.named[kind].Load(l); ok {
 		return s.(*attrSets)
 	}
-	kv := []attribute.KeyValue{LockKindKey.String(fairlock.LockKind(kind).String())}
+	kv := []attribute.KeyValue{LockKindKey.String(kindNames[kind])}
 	if l.name != "" {
 		kv = append(kv, LockNameKey.String(l.name))
 	}

@@ -239,11 +239,14 @@ func TestGroupIsOptIn(t *testing.T) {
 // "unknown".
 func TestLockKindAttribute(t *testing.T) {
 	m, r := newMetrics(t)
-	for _, k := range []fairlock.LockKind{fairlock.LockSemaphore, fairlock.LockSemaphore, fairlock.LockRead, fairlock.LockWrite, 0, 99} {
-		m.Observe(fairlock.Event{Kind: fairlock.EventGranted, Lock: k, Permits: 2})
+	for _, e := range []fairlock.Event{{Lock: fairlock.LockSemaphore}, {Lock: fairlock.LockSemaphore},
+		{Lock: fairlock.LockRWMutex, Shared: true, Token: "r"}, {Lock: fairlock.LockRWMutex, Token: "w"},
+		{Lock: fairlock.LockRWMutex}, {Lock: 0}, {Lock: 99}} {
+		e.Kind, e.Permits = fairlock.EventGranted, 2
+		m.Observe(e)
 	}
 	c := collect(t, r)
-	for kind, want := range map[string]int64{"semaphore": 2, "read": 1, "write": 1, "unknown": 2, "mutex": 0} {
+	for kind, want := range map[string]int64{"semaphore": 2, "read": 1, "write": 1, "rwmutex": 1, "unknown": 2, "mutex": 0} {
 		if n, _ := c.sum(t, "fairlock.lease.grants", fairlockotel.LockKindKey.String(kind)); n != want {
 			t.Errorf("grants{kind=%s} = %d, want %d", kind, n, want)
 		}

@@ -222,9 +222,20 @@ func TestRecorderWithCancelledWaiter(t *testing.T) {
 	rec.AssertFences(t, "q")
 }
 
-// kev is an event of lock kind lock on the lock called "n".
+// reader and writer stand, in kev, for a read-write lock's requests.
+const (
+	reader fairlock.LockKind = -1
+	writer fairlock.LockKind = -2
+)
+
+// kev is an event of lock kind lock (or reader, or writer) on the lock
+// called "n".
 func kev(kind fairlock.EventKind, lock fairlock.LockKind, token string, fence int64, permits int) fairlock.Event {
-	return fairlock.Event{Kind: kind, Name: "n", Lock: lock, Token: token, Fence: fence, Permits: permits}
+	e := fairlock.Event{Kind: kind, Name: "n", Lock: lock, Token: token, Fence: fence, Permits: permits}
+	if lock == reader || lock == writer {
+		e.Lock, e.Shared = fairlock.LockRWMutex, lock == reader
+	}
+	return e
 }
 
 // Holders granted together report their grants in any order: FIFO and
@@ -234,8 +245,8 @@ func TestKindsOrder(t *testing.T) {
 		enq = fairlock.EventEnqueued
 		gr  = fairlock.EventGranted
 		sem = fairlock.LockSemaphore
-		rd  = fairlock.LockRead
-		wr  = fairlock.LockWrite
+		rd  = reader
+		wr  = writer
 	)
 	for _, tc := range []struct {
 		name         string
@@ -290,9 +301,9 @@ func TestKindsApart(t *testing.T) {
 	for _, e := range []fairlock.Event{
 		kev(fairlock.EventGranted, fairlock.LockMutex, "m1", 10, 1),
 		kev(fairlock.EventGranted, fairlock.LockSemaphore, "s1", 3, 2),
-		kev(fairlock.EventGranted, fairlock.LockWrite, "w1", 10, 1),
-		kev(fairlock.EventReleased, fairlock.LockWrite, "w1", 10, 1),
-		kev(fairlock.EventGranted, fairlock.LockRead, "r1", 11, 1),
+		kev(fairlock.EventGranted, writer, "w1", 10, 1),
+		kev(fairlock.EventReleased, writer, "w1", 10, 1),
+		kev(fairlock.EventGranted, reader, "r1", 11, 1),
 		kev(fairlock.EventReleased, fairlock.LockMutex, "m1", 10, 1),
 		kev(fairlock.EventGranted, 0, "m2", 11, 1), // Lock unset: a mutex's
 	} {
@@ -363,8 +374,8 @@ func TestCheckExclusive(t *testing.T) {
 	const (
 		gr  = fairlock.EventGranted
 		rel = fairlock.EventReleased
-		rd  = fairlock.LockRead
-		wr  = fairlock.LockWrite
+		rd  = reader
+		wr  = writer
 	)
 	for _, tc := range []struct {
 		name   string

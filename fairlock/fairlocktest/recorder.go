@@ -239,7 +239,7 @@ func (r *Recorder) CheckCapacity(name string, capacity int) error {
 func (r *Recorder) CheckExclusive(name string) error {
 	g := r.group(name, fairlock.LockRWMutex)
 	return g.overlap(fairlock.MaxCapacity, func(e fairlock.Event, _ int, holders, hint string) error {
-		return fmt.Errorf("fairlocktest: %s granted %s to %s while held by %s%s", g, e.Lock, e.Token, holders, hint)
+		return fmt.Errorf("fairlocktest: %s granted %s to %s while held by %s%s", g, request(e), e.Token, holders, hint)
 	})
 }
 
@@ -283,8 +283,7 @@ func (r *Recorder) AssertExclusive(t testing.TB, name string) {
 	}
 }
 
-// A group is the events of one lock: a name and a kind of lock, with
-// LockRead, LockWrite and LockRWMutex as one RWMutex.
+// A group is the events of one lock: a name and a kind of lock.
 type group struct {
 	name     string
 	lock     fairlock.LockKind // LockMutex, LockSemaphore or LockRWMutex
@@ -298,17 +297,25 @@ type group struct {
 	named []fairlock.Event
 }
 
-// primitive is the lock an event is about: LockRead, LockWrite (a lease)
-// and LockRWMutex (a failed heartbeat) are one RWMutex, and an Event
-// without Lock set is a mutex's.
+// primitive is the lock an event is about: an Event without Lock set is
+// a mutex's.
 func primitive(k fairlock.LockKind) fairlock.LockKind {
-	switch k {
-	case fairlock.LockSemaphore:
+	if k == fairlock.LockSemaphore || k == fairlock.LockRWMutex {
 		return k
-	case fairlock.LockRead, fairlock.LockWrite, fairlock.LockRWMutex:
-		return fairlock.LockRWMutex
 	}
 	return fairlock.LockMutex
+}
+
+// request names what an event's request asks for: a reader or writer of
+// a read-write lock, or its kind.
+func request(e fairlock.Event) string {
+	switch {
+	case e.Lock != fairlock.LockRWMutex:
+		return primitive(e.Lock).String()
+	case e.Shared:
+		return "read"
+	}
+	return "write"
 }
 
 // group returns the events of the lock called name whose primitive is
@@ -353,7 +360,7 @@ func (r *Recorder) group(name string, lock fairlock.LockKind) group {
 	for i, e := range g.named {
 		q := &g.model.Reqs[i]
 		q.Permits = int64(max(e.Permits, 1)) // 0 in an Event made by hand
-		if e.Lock == fairlock.LockWrite {
+		if e.Lock == fairlock.LockRWMutex && !e.Shared {
 			q.Permits = fairlock.MaxCapacity // a writer takes all
 		}
 		if p, ok := r.releases[e.Token]; ok {
@@ -413,7 +420,7 @@ func (g group) overlap(capacity int64, fail func(e fairlock.Event, permits int, 
 	}
 	var holders []string
 	for _, h := range byFence(held) {
-		holders = append(holders, fmt.Sprintf("%s(%s %d)", h.Token, h.Lock, h.Permits))
+		holders = append(holders, fmt.Sprintf("%s(%s %d)", h.Token, request(h), h.Permits))
 	}
 	return fail(e, permits, fmt.Sprint(holders), hint)
 }
