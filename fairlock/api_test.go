@@ -150,4 +150,3 @@ func lineDiff(want, got string) string {
 	}
 	return strings.Join(out, "\n")
 }
-

@@ -67,23 +67,26 @@
 //
 // # The code
 //
-// The files form layers: each uses only definitions of the files before it
-// in this list.
+// The files, from what every other file uses to the public handles:
 //
-//   - errors.go, keys.go, replies.go: errors, key names, script replies.
-//   - scripts.go, events.go, options.go: the script runner, events, options.
-//   - kind.go, ref.go, notify.go, preflight.go: the kind descriptor, a
-//     Locker's record of one lock, pub/sub notifications, and the check of a
-//     Redis before its first write.
-//   - engine.go: the types every step shares (Locker, session, waiter,
-//     Lease, withdrawal).
-//   - lease.go, session.go, withdraw.go, replicas.go: leases, sessions,
+//   - limits.go, errors.go, keys.go, replies.go, scripts.go: limits,
+//     errors, key names, script replies, the script runner.
+//   - events.go, options.go, kind.go, ref.go: events, options, the kind
+//     descriptor, a Locker's record of one lock.
+//   - engine.go, session.go, lease.go: the types every step shares (books,
+//     waiter, Lease, withdrawal), sessions (their keys, renewal, deadlines
+//     and retirement) and leases. The Locker, its sessions and its leases
+//     refer to each other: what keeps a party alive is their contract
+//     (docs/design.md, "What keeps a party alive").
+//   - notify.go, preflight.go, withdraw.go, replicas.go: pub/sub
+//     notifications, the check of a Redis before its first write,
 //     withdrawals that must reach Redis, WithReplicaAck.
-//   - fastpath.go, attempt.go, heartbeat.go: taking a lock (the fast path,
-//     then the queue) and the heartbeat.
+//   - attempt.go, fastpath.go, send.go, grant.go, heartbeat.go: one Acquire
+//     call (the fast path, the request that brings a token and what became
+//     of it, turning a grant into a Lease) and the heartbeat.
 //   - inspect.go, admin.go: the read side and the forced release.
-//   - mutex.go, semaphore.go, rwmutex.go, locker.go: the public handles and
-//     New.
+//   - mutex.go, semaphore.go, rwmutex.go, locker.go: the public handles,
+//     the Locker, New and Shutdown.
 //
 // The Lua is in the scripts package, one file per script over shared
 // modules; docs/design.md in the repository explains both.

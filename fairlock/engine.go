@@ -1,40 +1,15 @@
 package fairlock
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
-// A Locker grants fair locks on one Redis (or Redis Cluster) to the
-// goroutines of a process. It is safe for concurrent use; one per process
-// is the normal use. All its waiters and leases share one session, one
-// pub/sub connection (one per shard on Cluster) and one heartbeat timer.
-type Locker struct {
-	client   redis.UniversalClient
-	cfg      config
-	id       string
-	sharded  bool // on Redis Cluster: sessions and channels per lock name
-	refs     *refCache
-	notifier *notifier
-	checks   preflight
-	books    books
-	calls    sync.WaitGroup // Acquire and TryAcquire calls under way
-	closing  chan struct{}  // closed by Shutdown: waiters give up
-	stopped  chan struct{}  // closed by Shutdown when no call is left: background goroutines stop
-	kick     chan struct{}  // asks for a heartbeat now
-	bg       sync.WaitGroup
-	// life bounds the Locker's own calls to Redis (heartbeats, withdrawals):
-	// Shutdown ends it when it returns.
-	life context.Context
-	end  context.CancelFunc
-}
-
 // books are what the Locker knows of its parties, under one mutex that is
-// never held across a network call.
+// never held across a network call. The locks of a Locker, taken in this
+// order and never the other way: books.mu, then a Lease's mu; the
+// notifier's mu and the refCache's, never with another.
 type books struct {
 	mu       sync.Mutex
 	closed   bool

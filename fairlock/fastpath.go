@@ -41,36 +41,7 @@ const (
 func (l *Locker) fastAcquire(ctx context.Context, w *waiter, open []any) (fence int64, outcome int, err error) {
 	ref := w.ref
 	defer ref.trying.Store(false)
-	skey := w.session.keys[0]
-	p := l.client.Pipeline()
-	if open != nil {
-		// One transaction: the holders' key, a hash, takes two commands,
-		// and must never be left without its TTL (scripts/lib/tokens.lua).
-		p = l.client.TxPipeline()
-		p.HSet(ctx, skey.(string), "", "")
-		p.Do(ctx, "pexpire", skey, open[0])
-		p.Do(ctx, "set", w.session.keys[1], open[2], "px", open[1])
-	}
-	if ref.fastSession != w.session {
-		ref.fastSession, ref.fastExists = w.session, []any{"exists", skey, skey, ref.args[1]}
-	}
-	exists := p.Do(ctx, ref.fastExists...)
-	ref.fastSet[2] = w.tokenArg
-	// Never sent twice (see once): its caller asks recover.lua instead.
-	taken := redis.NewCmd(ctx, ref.fastSet...)
-	p.Process(ctx, onceCmd{taken}) //nolint:errcheck // read from taken
-	incr := p.Do(ctx, ref.fastGen[0]...)
-	p.Do(ctx, ref.fastGen[1]...)
-	p.Exec(ctx) //nolint:errcheck // each command's own error is read below
-	found, err := exists.Int64()
-	if err == nil {
-		fence, err = incr.Int64()
-	}
-	holder, serr := taken.Text()
-	took := serr == redis.Nil || (serr == nil && holder == w.token)
-	if err == nil && serr != nil && serr != redis.Nil {
-		err = serr
-	}
+	found, fence, took, err := l.fastSend(ctx, w, open)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -101,6 +72,44 @@ func (l *Locker) fastAcquire(ctx context.Context, w *waiter, open []any) (fence 
 		return 0, fastQueued, l.cancelToken(ctx, ref, w.token, false, false)
 	}
 	return fence, fastGranted, nil
+}
+
+// fastSend sends the fast path's pipeline for w, opening its session if
+// open says so, and reads its replies: what EXISTS found, the fence drawn,
+// and whether the SET took the lock.
+func (l *Locker) fastSend(ctx context.Context, w *waiter, open []any) (found, fence int64, took bool, err error) {
+	ref := w.ref
+	skey := w.session.keys[0]
+	p := l.client.Pipeline()
+	if open != nil {
+		// One transaction: the holders' key, a hash, takes two commands,
+		// and must never be left without its TTL (scripts/lib/tokens.lua).
+		p = l.client.TxPipeline()
+		p.HSet(ctx, skey.(string), "", "")
+		p.Do(ctx, "pexpire", skey, open[0])
+		p.Do(ctx, "set", w.session.keys[1], open[2], "px", open[1])
+	}
+	if ref.fastSession != w.session {
+		ref.fastSession, ref.fastExists = w.session, []any{"exists", skey, skey, ref.args[1]}
+	}
+	exists := p.Do(ctx, ref.fastExists...)
+	ref.fastSet[2] = w.tokenArg
+	// Never sent twice (see once): its caller asks recover.lua instead.
+	taken := redis.NewCmd(ctx, ref.fastSet...)
+	p.Process(ctx, onceCmd{taken}) //nolint:errcheck // read from taken
+	incr := p.Do(ctx, ref.fastGen[0]...)
+	p.Do(ctx, ref.fastGen[1]...)
+	p.Exec(ctx) //nolint:errcheck // each command's own error is read below
+	found, err = exists.Int64()
+	if err == nil {
+		fence, err = incr.Int64()
+	}
+	holder, serr := taken.Text()
+	took = serr == redis.Nil || (serr == nil && holder == w.token)
+	if err == nil && serr != nil && serr != redis.Nil {
+		err = serr
+	}
+	return found, fence, took, err
 }
 
 // fastTry tells whether this call may try the fast path on the lock, and

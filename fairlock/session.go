@@ -100,7 +100,7 @@ func (l *Locker) sessionFor(ref *lockRef) *session {
 		b.seq++
 		id := l.id + "." + strconv.FormatUint(b.seq, 36)
 		key := ref.sessions + id
-		s = &session{id: id, scope: ref.scope, keys: [2]any{key, key + ":w"},
+		s = &session{id: id, scope: ref.scope, keys: [2]any{key, key + scripts.WaitersKeySuffix},
 			leases: map[*Lease]struct{}{}, waiters: map[*waiter]struct{}{}, marks: map[string]*Lease{}}
 		b.current[ref.scope] = s
 		b.sessions[s] = struct{}{}

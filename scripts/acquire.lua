@@ -10,17 +10,17 @@
 -- ARGV[14] the TTL of its grants' records, in ms.
 -- Reply: an integer: the fence (> 0) if granted; 0 if not granted and not
 -- queued ("try"); if queued, -place under "count" (1 is next), else -1.
--- Errors: "FAIRLOCK_SESSION" if the caller's session is gone,
--- "FAIRLOCK_WITHDRAWN" if its caller withdrew token already, and
--- "FAIRLOCK_CAPACITY <capacity> <limit>" if the semaphore is in use with
+-- Errors: ERR_SESSION_GONE if the caller's session is gone,
+-- ERR_WITHDRAWN if its caller withdrew token already, and
+-- ERR_CAPACITY, then the capacity and the limit, if the semaphore is in use with
 -- another capacity or group limit; then nothing changed.
 local token, mode, meta, group = ARGV[6], ARGV[7], ARGV[8], ARGV[11]
 if ARGV[12] then openSession(token, ARGV[12], ARGV[13], ARGV[14]) end
 -- A request that reaches Redis after its caller withdrew (cancel.lua)
 -- changes nothing.
-if withdrawn(token) then return redis.error_reply('FAIRLOCK_WITHDRAWN') end
+if withdrawn(token) then return redis.error_reply('ERR_WITHDRAWN') end
 local ttl = grantTTL(token)
-if not ttl then return redis.error_reply('FAIRLOCK_SESSION') end
+if not ttl then return redis.error_reply('ERR_SESSION_GONE') end
 local freed, err = openStore(tonumber(ARGV[9]), tonumber(ARGV[10]), true)
 if err then return err end
 

@@ -14,16 +14,16 @@
 -- Reply: the fence (> 0) if token holds permits; if it waits, -place
 -- under "count" (1 is next), else -1; 0 if it did neither and is
 -- withdrawn now.
--- Errors: "FAIRLOCK_SESSION" if token holds or waits but its session is
+-- Errors: ERR_SESSION_GONE if token holds or waits but its session is
 -- gone (the fast path's SET runs whether the session lives or not): the
 -- grant or place is void, and the caller starts another session.
--- "FAIRLOCK_QUEUED" if the fast path's token holds the lock while waiters
+-- ERR_WAITERS_FIRST if the fast path's token holds the lock while waiters
 -- are queued, who may have come before it: the caller hands the lock to
 -- them, as the fast path does (cancel.lua), and queues.
 local token = ARGV[6]
 if holds(token) then
-  if not holderAlive(token) then return redis.error_reply('FAIRLOCK_SESSION') end
-  if ARGV[7] == 'fast' and waiting() > 0 then return redis.error_reply('FAIRLOCK_QUEUED') end
+  if not holderAlive(token) then return redis.error_reply('ERR_SESSION_GONE') end
+  if ARGV[7] == 'fast' and waiting() > 0 then return redis.error_reply('ERR_WAITERS_FIRST') end
   clearMark(token)
   local fence = fenceOf(token)
   -- The fast path's INCR may have counted up a new fence key from 1: the
@@ -32,7 +32,7 @@ if holds(token) then
   return fence
 end
 if waits(token) then
-  if not grantTTL(token) then return redis.error_reply('FAIRLOCK_SESSION') end
+  if not grantTTL(token) then return redis.error_reply('ERR_SESSION_GONE') end
   if ARGV[7] == 'count' then return -placeOf(token) end
   return -1
 end

@@ -40,7 +40,31 @@ const (
 	servedBase = 1_000_000_000_000_000
 )
 
+// The error replies of the scripts, each the start of the message that
+// Redis returns: the Go code matches them with redis.HasErrorPrefix.
+const (
+	// ErrSessionGone: the caller's session is gone (acquire, recover).
+	ErrSessionGone = "FAIRLOCK_SESSION"
+	// ErrWithdrawn: the caller withdrew the token already (acquire).
+	ErrWithdrawn = "FAIRLOCK_WITHDRAWN"
+	// ErrWaitersFirst: the fast path's token holds a lock whose queue has
+	// waiters (recover).
+	ErrWaitersFirst = "FAIRLOCK_QUEUED"
+	// ErrCapacity: the semaphore is in use with another capacity or group
+	// limit, which follow it (acquire).
+	ErrCapacity = "FAIRLOCK_CAPACITY"
+)
+
+// WaitersKeySuffix ends a session's waiters' key, after its holders' key
+// (scripts/lib/tokens.lua).
+const WaitersKeySuffix = ":w"
+
 var constants = strings.NewReplacer(
+	"ERR_SESSION_GONE", ErrSessionGone,
+	"ERR_WITHDRAWN", ErrWithdrawn,
+	"ERR_WAITERS_FIRST", ErrWaitersFirst,
+	"ERR_CAPACITY", ErrCapacity,
+	"WAITERS_KEY_SUFFIX", WaitersKeySuffix,
 	"FENCE_FLOOR", strconv.Itoa(FenceFloor),
 	"FENCE_TTL_MS", strconv.Itoa(FenceTTLMs),
 	"SCAN_WAITERS", strconv.Itoa(ScanWaiters),

@@ -31,7 +31,7 @@ while listed < limit and from < 10 * limit do
   if #page == 0 then break end
   local metas = redis.call('HMGET', metaKey, unpack(page))
   for i, token in ipairs(page) do
-    local waitLeft = left(sessionPrefix .. sessionOf(token) .. ':w')
+    local waitLeft = left(sessionPrefix .. sessionOf(token) .. 'WAITERS_KEY_SUFFIX')
     if waitLeft > 0 and listed < limit then
       listed = listed + 1
       waiters[#waiters + 1] = token

@@ -13,7 +13,7 @@
 --                                       "x"  a withdrawn token: it is never
 --                                            granted or held, however late
 --                                            a request with it comes
---   sessionPrefix .. session .. ':w'  its waiters, and its grants marked
+--   sessionPrefix .. session .. 'WAITERS_KEY_SUFFIX'  its waiters, and its grants marked
 --                                     "u", live while this key does (TTL:
 --                                     its waiter TTL, never longer than
 --                                     the lease TTL); the value is the TTL,
@@ -54,7 +54,7 @@ end
 -- grantTTL is the record TTL a grant to the waiter token gets, or nil when
 -- it may not be granted: its session's waiters are gone, or the session.
 local function grantTTL(token)
-  local key = sessionKey(token) .. ':w'
+  local key = sessionKey(token) .. 'WAITERS_KEY_SUFFIX'
   local ttl = grantTTLs[key]
   if ttl == nil then
     ttl = tonumber(redis.call('GET', key)) or false
@@ -89,7 +89,7 @@ local function holderLeft(token)
   local mark = markOf(token)
   if mark == 'x' or not sessionAlive(token) then return 0 end
   local left = redis.call('PTTL', key)
-  if mark == 'u' then left = math.min(left, redis.call('PTTL', key .. ':w')) end
+  if mark == 'u' then left = math.min(left, redis.call('PTTL', key .. 'WAITERS_KEY_SUFFIX')) end
   return left
 end
 
@@ -120,6 +120,6 @@ local function openSession(token, leaseMs, waiterMs, grantMs)
   local key = sessionKey(token)
   redis.call('HSET', key, '', '')
   redis.call('PEXPIRE', key, leaseMs)
-  redis.call('SET', key .. ':w', grantMs, 'PX', waiterMs)
-  sessionsAlive[key], grantTTLs[key .. ':w'] = true, tonumber(grantMs)
+  redis.call('SET', key .. 'WAITERS_KEY_SUFFIX', grantMs, 'PX', waiterMs)
+  sessionsAlive[key], grantTTLs[key .. 'WAITERS_KEY_SUFFIX'] = true, tonumber(grantMs)
 end

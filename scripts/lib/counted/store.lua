@@ -54,7 +54,7 @@ local function openStore(capacity, limit, strict)
     -- use, or find the semaphore idle and set its own. Otherwise a
     -- heartbeat, which only puts back what was lost.
     if cap and strict and (used > 0 or waiting() > 0) then
-      return freed, redis.error_reply('FAIRLOCK_CAPACITY ' .. cap .. ' ' .. inUseLimit)
+      return freed, redis.error_reply('ERR_CAPACITY ' .. cap .. ' ' .. inUseLimit)
     end
     if strict or not cap then
       cap = capacity

@@ -1,0 +1,153 @@
+package fairlock
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Turning a grant into a Lease: trusting it, or confirming it first, and
+// giving back one that Acquire cannot hand out.
+
+// accept turns a grant notification into a Lease. The grant was made on
+// the waiter's behalf, so until this Locker takes it up it lives by the
+// session's waiters' key as well as its holders' key and its record (see
+// session); the next renewal takes it up. When the earliest of those local
+// deadlines is near or past (the message came late, renewals stall, or
+// this process was paused), one round trip takes the grant up now, and
+// renews the session's holders' key and the record: only that answer moves
+// the deadlines the lease lives by.
+func (a *attempt) accept(ctx context.Context, w *waiter, fence int64) (*Lease, error) {
+	l := a.l
+	l.books.mu.Lock()
+	_, live := l.books.sessions[w.session]
+	until := w.session.deadline(true)
+	if record := w.sent.Add(l.cfg.recordTTL() - l.cfg.margin()); record.Before(until) {
+		until = record
+	}
+	l.books.mu.Unlock()
+	if !live || time.Until(until) >= l.cfg.heartbeat() {
+		// Trusted, or over already: grant gives back a grant of a session
+		// that ended here.
+		return l.grant(ctx, w, fence, true, true)
+	}
+	sent := time.Now()
+	args := w.ref.call(w.token, l.cfg.recordTTL().Milliseconds(), flag(w.meta != ""), l.cfg.leaseTTL.Milliseconds())
+	held, err := w.ref.kind.scripts.extend.run(ctx, l.client, args, retried).Int()
+	if err != nil {
+		l.leave(w, ctxError(ctx, err), false)
+		return nil, ctxError(ctx, failed("acquire", w.ref.name, err))
+	}
+	if held == 0 {
+		l.drop(w)
+		e := w.event(EventCancelled)
+		e.Wait, e.Queued, e.Err = time.Since(w.start), true, fmt.Errorf("%w: %w", ErrPlaceLost, errGrantExpired)
+		l.cfg.observe(e)
+		return nil, errGrantExpired
+	}
+	l.confirm(w.session, sent, true, false)
+	l.books.mu.Lock()
+	w.sent = sent
+	l.books.mu.Unlock()
+	return l.grant(ctx, w, fence, true, false)
+}
+
+// grant makes the Lease for w's granted token and puts it under the
+// heartbeat's care. If the Locker was closed meanwhile, the lock is
+// released at once rather than left to a holder nobody will return it to.
+// queued says whether the token had been reported by EventEnqueued, marked
+// whether the grant was made on w's behalf and not taken up yet.
+func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, queued, marked bool) (*Lease, error) {
+	s, closed, live := l.newLease(w, fence, marked)
+	// A grant given up here ends as EventCancelled; the lease, never handed
+	// out, reports no end of its own (see Lease.end).
+	switch {
+	case closed:
+		return nil, l.giveUp(ctx, s, w, queued, ErrClosed)
+	case !live:
+		// Its session ended, or outlived its local deadline, meanwhile:
+		// nobody here counts the grant as held, and Redis may hold it for
+		// as long as requests whose answers never came renew the session.
+		// It goes back at once, and the call queues again.
+		return nil, l.giveUp(ctx, s, w, queued, ErrPlaceLost)
+	}
+	if l.cfg.replicas > 0 {
+		if err := l.awaitReplicas(ctx, s); err != nil {
+			return nil, l.giveUp(ctx, s, w, queued, ctxError(ctx, failed("acquire", w.ref.name, err)))
+		}
+	}
+	s.mu.Lock()
+	s.granted = time.Now()
+	lost := s.err != nil
+	s.mu.Unlock()
+	e := w.event(EventGranted)
+	e.Fence, e.Wait, e.Queued = fence, time.Since(w.start), queued
+	l.cfg.observe(e)
+	if lost {
+		// It ended before it was handed out, and Lease.end did not report
+		// that: report it now, so every grant has an end.
+		e := s.event(EventLost)
+		e.Fence, e.Err = fence, ErrLost
+		l.cfg.observe(e)
+	}
+	return s, nil
+}
+
+// newLease turns w into a Lease and puts it on the books, unless the
+// Locker closed or w's session ended meanwhile.
+func (l *Locker) newLease(w *waiter, fence int64, marked bool) (s *Lease, closed, live bool) {
+	s = &Lease{
+		locker:   l,
+		ref:      w.ref,
+		session:  w.session,
+		shared:   w.req.shared,
+		permits:  w.req.permits,
+		group:    w.group,
+		token:    w.token,
+		tokenArg: w.tokenArg,
+		fence:    fence,
+		hasMeta:  w.meta != "",
+	}
+	s.marked.Store(marked)
+	b := &l.books
+	b.mu.Lock()
+	closed = b.closed
+	_, live = b.sessions[w.session]
+	live = live && time.Now().Before(w.session.deadline(marked))
+	until := w.sent.Add(l.cfg.recordTTL())
+	b.forget(w)
+	if marked {
+		// Its mark goes at the next renewal: taken up if it is held here,
+		// or cleared.
+		w.session.marks[s.token] = nil
+	}
+	if !closed && live {
+		ll := b.local(w.ref, w.req.capacity, w.req.limit)
+		if ll.leases == nil {
+			ll.leases = map[*Lease]struct{}{}
+		}
+		ll.leases[s] = struct{}{}
+		w.session.leases[s] = struct{}{}
+		if marked {
+			w.session.marks[s.token] = s
+		}
+	}
+	b.mu.Unlock()
+	s.mu.Lock()
+	s.setRecordUntil(until)
+	s.renewAt = time.Now().Add(l.cfg.keepTTL() / 3)
+	s.mu.Unlock()
+	return s, closed, live
+}
+
+// giveUp releases a grant that Acquire does not hand out, waiting for that
+// at most a heartbeat, and reports the call's end with err.
+func (l *Locker) giveUp(ctx context.Context, s *Lease, w *waiter, queued bool, err error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.heartbeat())
+	defer cancel()
+	s.Release(ctx) //nolint:errcheck // best effort: the Locker retries a release Redis did not answer
+	e := w.event(EventCancelled)
+	e.Wait, e.Queued, e.Err = time.Since(w.start), queued, err
+	l.cfg.observe(e)
+	return err
+}

@@ -1,0 +1,161 @@
+package fairlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fairlock/fairlock/scripts"
+	"github.com/redis/go-redis/v9"
+)
+
+// Sending a request that brings a token: the fast path's or acquire.lua,
+// neither ever sent twice (see once), and learning what became of one
+// whose answer was lost (recover.lua).
+
+// errWithdrawn means a request whose answer was lost had not reached Redis,
+// and its token is withdrawn for good: the call starts again.
+var errWithdrawn = errors.New("fairlock: request withdrawn after its answer was lost")
+
+// errQueuedFirst means the fast path took a lock whose queue has waiters,
+// who may have come first: it hands the lock to them and queues.
+var errQueuedFirst = errors.New("fairlock: waiters queued")
+
+// tryFast runs the fast path; done is false when the call goes on to the
+// script (the lock is held, or it was free with waiters queued, whom the
+// fast path handed it to).
+func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Lease, done bool, err error) {
+	a.l.books.mu.Lock()
+	w.sent = time.Now()
+	a.l.books.mu.Unlock()
+	fence, outcome, err := a.l.fastAcquire(ctx, w, open)
+	if err != nil && !isRedisError(err) {
+		// The answer was lost, maybe not the request: it took the lock, or
+		// it is withdrawn now.
+		fence, err = a.recover(ctx, w, modeFast, failed("acquire", w.ref.name, err))
+		switch {
+		case err == errSessionGone:
+			return nil, false, err
+		case err == errQueuedFirst:
+			outcome, err = fastQueued, a.l.cancelToken(ctx, w.ref, w.token, false, false)
+		case err != nil:
+			return nil, true, ctxError(ctx, err)
+		case fence <= 0:
+			return nil, false, a.l.withdrawn(w, open)
+		default:
+			outcome = fastGranted
+		}
+	}
+	switch {
+	case err != nil:
+		// Redis refused a command: withdraw the token, whose SET may have
+		// run.
+		return nil, true, ctxError(ctx, a.fail(w, failed("acquire", w.ref.name, err), true))
+	case outcome == fastSessionGone:
+		a.l.drop(w)
+		a.l.loseSession(w.session)
+		return nil, false, errSessionGone
+	case outcome == fastGranted:
+		if open != nil {
+			a.l.confirm(w.session, w.sent, true, true)
+		}
+		lease, err := a.l.grant(ctx, w, fence, false, false)
+		if err == ErrPlaceLost {
+			return nil, false, errSessionGone
+		}
+		return lease, true, err
+	}
+	if open != nil {
+		a.l.confirm(w.session, w.sent, true, true)
+	}
+	return nil, false, nil
+}
+
+// enqueue runs acquire.lua for w. It runs on the caller's goroutine: a
+// goroutine aside, which would let a cancelled Acquire return while Redis
+// stalls, costs a third of an uncontended acquire on a two-core machine.
+// So a call already sent ends when go-redis returns (its read timeout, or
+// the context's deadline with ContextTimeoutEnabled), and then leaves.
+func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, error) {
+	args := w.ref.call(w.tokenArg, a.mode, metaValue(w.meta), a.req.capacity, a.req.limit, w.group)
+	args = append(args, open...)
+	a.l.books.mu.Lock()
+	w.sent = time.Now()
+	a.l.books.mu.Unlock()
+	reply, err := w.ref.kind.scripts.acquire.run(ctx, a.l.client, args, once).Int64()
+	if err != nil && !isRedisError(err) {
+		// The answer was lost, maybe not the request.
+		if reply, err = a.recover(ctx, w, a.mode, err); err == nil && reply == 0 {
+			return 0, a.l.withdrawn(w, open)
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	switch {
+	case err == nil:
+		if open != nil {
+			a.l.confirm(w.session, w.sent, true, true)
+		}
+		return reply, nil
+	case redis.HasErrorPrefix(err, scripts.ErrSessionGone):
+		a.l.drop(w)
+		a.l.loseSession(w.session)
+		return 0, errSessionGone
+	case redis.HasErrorPrefix(err, scripts.ErrCapacity):
+		// Refused before any change: like a bad argument, it never queued.
+		a.l.drop(w)
+		in := append(strings.Fields(strings.TrimPrefix(err.Error(), scripts.ErrCapacity)), "", "")
+		return 0, fmt.Errorf("%w: semaphore %s is in use with %s, not %s", ErrInvalid, quoteName(w.ref.name),
+			capacityText(in[0], in[1]), capacityText(fmt.Sprint(a.req.capacity), fmt.Sprint(a.req.limit)))
+	}
+	// Refused: withdraw the token, in case part of the script ran.
+	return 0, a.fail(w, err, true)
+}
+
+// withdrawn forgets w, whose request recover.lua withdrew before it reached
+// Redis, and returns errWithdrawn. If that request was to open w's session
+// (open), no party joins the session any more: the request may still come
+// and open it, after a loss of Redis's data took the withdrawal's mark
+// with it; the session then dies within its TTL, as nobody renews it.
+func (l *Locker) withdrawn(w *waiter, open []any) error {
+	l.books.mu.Lock()
+	defer l.books.mu.Unlock()
+	l.books.forget(w)
+	w.session.left()
+	if open != nil && l.books.current[w.session.scope] == w.session {
+		delete(l.books.current, w.session.scope)
+	}
+	return errWithdrawn
+}
+
+// recover asks Redis what became of w's request, whose answer was lost
+// (cause): the fence of its grant, its place (< 0), or 0 if it had not
+// reached Redis, and then never will (recover.lua); errSessionGone if it
+// did, in a session Redis no longer has. If Redis cannot be asked either,
+// w is withdrawn for good in the background and the call ends with cause.
+func (a *attempt) recover(ctx context.Context, w *waiter, mode any, cause error) (int64, error) {
+	args := w.ref.call(w.tokenArg, mode, a.l.refs.leaseMs)
+	reply, err := w.ref.kind.scripts.recover.run(ctx, a.l.client, args, retried).Int64()
+	switch {
+	case err == nil:
+		return reply, nil
+	case redis.HasErrorPrefix(err, scripts.ErrSessionGone):
+		a.l.drop(w)
+		a.l.loseSession(w.session)
+		return 0, errSessionGone
+	case redis.HasErrorPrefix(err, scripts.ErrWaitersFirst):
+		return 0, errQueuedFirst
+	}
+	return 0, a.fail(w, cause, true)
+}
+
+// capacityText says a capacity and group limit ("0": none).
+func capacityText(capacity, limit string) string {
+	if limit == "" || limit == "0" {
+		return "capacity " + capacity + " and no group limit"
+	}
+	return "capacity " + capacity + " and group limit " + limit
+}
