@@ -228,3 +228,27 @@ func waitFor(ctx context.Context, wait func()) error {
 		return ctx.Err()
 	}
 }
+
+// closeSessions deletes the keys of every session, so that whatever the
+// Locker leaves behind is seen as dead at once rather than after its TTL.
+func (l *Locker) closeSessions(ctx context.Context) error {
+	l.books.mu.Lock()
+	var keys []string
+	for s := range l.books.sessions {
+		if s.opened {
+			keys = append(keys, s.keys[0].(string), s.keys[1].(string))
+		}
+		stopTimer(s.leaseTimer)
+		stopTimer(s.waitTimer)
+	}
+	l.books.mu.Unlock()
+	if len(keys) == 0 {
+		return nil
+	}
+	p := l.client.Pipeline()
+	for _, key := range keys {
+		p.Del(ctx, key) // one each: on Cluster they live in different slots
+	}
+	_, err := p.Exec(ctx)
+	return err
+}

@@ -54,9 +54,7 @@ func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Le
 		// run.
 		return nil, true, ctxError(ctx, a.fail(w, failed("acquire", w.ref.name, err), true))
 	case outcome == fastSessionGone:
-		a.l.drop(w)
-		a.l.loseSession(w.session)
-		return nil, false, errSessionGone
+		return nil, false, a.l.sessionGone(w)
 	case outcome == fastGranted:
 		if open != nil {
 			a.l.confirm(w.session, w.sent, true, true)
@@ -101,9 +99,7 @@ func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, er
 		}
 		return reply, nil
 	case redis.HasErrorPrefix(err, scripts.ErrSessionGone):
-		a.l.drop(w)
-		a.l.loseSession(w.session)
-		return 0, errSessionGone
+		return 0, a.l.sessionGone(w)
 	case redis.HasErrorPrefix(err, scripts.ErrCapacity):
 		// Refused before any change: like a bad argument, it never queued.
 		a.l.drop(w)
@@ -143,13 +139,20 @@ func (a *attempt) recover(ctx context.Context, w *waiter, mode any, cause error)
 	case err == nil:
 		return reply, nil
 	case redis.HasErrorPrefix(err, scripts.ErrSessionGone):
-		a.l.drop(w)
-		a.l.loseSession(w.session)
-		return 0, errSessionGone
+		return 0, a.l.sessionGone(w)
 	case redis.HasErrorPrefix(err, scripts.ErrWaitersFirst):
 		return 0, errQueuedFirst
 	}
 	return 0, a.fail(w, cause, true)
+}
+
+// sessionGone forgets w, whose request found its session gone in Redis,
+// ends the session here, and returns errSessionGone: the call starts again
+// in a new one.
+func (l *Locker) sessionGone(w *waiter) error {
+	l.drop(w)
+	l.loseSession(w.session)
+	return errSessionGone
 }
 
 // capacityText says a capacity and group limit ("0": none).

@@ -151,10 +151,7 @@ func resetTimer(t *time.Timer, d time.Time, fn func()) *time.Timer {
 // deletes its keys: Redis may still have them, renewed by requests whose
 // answers never came, and what lives by them is over here.
 func (l *Locker) sessionExpired(s *session) {
-	l.books.mu.Lock()
-	late := time.Now().After(s.leaseUntil)
-	l.books.mu.Unlock()
-	if late {
+	if l.passed(&s.leaseUntil) {
 		l.loseSession(s)
 		l.deleteKeys(s.keys[0], s.keys[1])
 	}
@@ -163,13 +160,18 @@ func (l *Locker) sessionExpired(s *session) {
 // waitersExpired ends the waiting half of s when its waiters' deadline
 // passed unrenewed, and deletes its waiters' key, as sessionExpired.
 func (l *Locker) waitersExpired(s *session) {
-	l.books.mu.Lock()
-	late := time.Now().After(s.waitUntil)
-	l.books.mu.Unlock()
-	if late {
+	if l.passed(&s.waitUntil) {
 		l.loseWaiters(s)
 		l.deleteKeys(s.keys[1])
 	}
+}
+
+// passed tells whether the deadline d, under books.mu, has passed: a timer
+// may fire after a renewal moved it.
+func (l *Locker) passed(d *time.Time) bool {
+	l.books.mu.Lock()
+	defer l.books.mu.Unlock()
+	return time.Now().After(*d)
 }
 
 // deleteKeys deletes keys of a session this Locker gave up, so that its
@@ -373,28 +375,4 @@ func (l *Locker) renewalFailed(s *session, err error) {
 	for ref := range refs {
 		l.cfg.observe(Event{Kind: EventHeartbeatFailed, Name: ref.name, Lock: ref.kind.lock, Err: err})
 	}
-}
-
-// closeSessions deletes the keys of every session, so that whatever the
-// Locker leaves behind is seen as dead at once rather than after its TTL.
-func (l *Locker) closeSessions(ctx context.Context) error {
-	l.books.mu.Lock()
-	var keys []string
-	for s := range l.books.sessions {
-		if s.opened {
-			keys = append(keys, s.keys[0].(string), s.keys[1].(string))
-		}
-		stopTimer(s.leaseTimer)
-		stopTimer(s.waitTimer)
-	}
-	l.books.mu.Unlock()
-	if len(keys) == 0 {
-		return nil
-	}
-	p := l.client.Pipeline()
-	for _, key := range keys {
-		p.Del(ctx, key) // one each: on Cluster they live in different slots
-	}
-	_, err := p.Exec(ctx)
-	return err
 }
