@@ -1068,7 +1068,7 @@ func TestStateMachine(t *testing.T) {
 	// uniformly): a fault armed on the network takes effect only if its
 	// Locker sends what it waits for meanwhile.
 	for name, weight := range map[string]int{"HoldRequest": 4, "HoldReply": 4, "LoseReply": 4, "ReleaseHeld": 4,
-		"Duplicate": 2, "Kill": 2, "FullMemory": 2} {
+		"Duplicate": 2, "Kill": 2, "FullMemory": 2, "ScriptFlush": 2} {
 		for i := 1; i < weight; i++ {
 			actions[fmt.Sprintf("%s%d", name, i)] = actions[name]
 		}
