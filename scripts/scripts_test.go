@@ -110,7 +110,7 @@ func TestEveryScriptCarriesOnlyWhatItRuns(t *testing.T) {
 				if keysLua[n] {
 					continue
 				}
-				if uses := regexp.MustCompile(`\b` + n + `\b`).FindAllStringIndex(code, -1); len(uses) < 2 {
+				if uses := regexp.MustCompile(`\b`+n+`\b`).FindAllStringIndex(code, -1); len(uses) < 2 {
 					t.Errorf("%s defines %s and never uses it", name, n)
 				}
 			}
