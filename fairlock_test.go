@@ -345,7 +345,8 @@ type census struct {
 func lockCensus(ctx context.Context, l *fairlock.Locker, k kind, name string) (census, error) {
 	st, err := l.Inspect(ctx, k.lock(), name)
 	c := census{Holders: len(st.Holders), InUse: st.InUse, Waiters: len(st.Waiters), Fence: st.Fence}
-	if len(st.Holders) == 1 && !st.Holders[0].Shared {
+	if k.lock() == fairlock.LockRWMutex && len(st.Holders) == 1 && !st.Holders[0].Shared {
+		// A writer holds all of the read-write lock, as the checker counts it.
 		c.InUse = fairlock.MaxCapacity
 	}
 	return c, err
