@@ -456,7 +456,7 @@ func (m *machine) granted(rt *rapid.T, c *smCall, s *fairlock.Lease) {
 		}
 	}
 	m.grants[c.lock] = append(m.grants[c.lock], &smGrant{fence: s.Fence(), started: c.started})
-	m.valid.began(fmt.Sprintf("locker %d's %s", c.locker, s.Token()), s.Token(), c.lock, c.permits, c.returned)
+	m.valid.began(fmt.Sprintf("locker %d's %s", c.locker, s.Token()), s.Token(), c.lock, c.permits, c.started, c.returned)
 	m.maxSeen[c.lock] = max(m.maxSeen[c.lock], s.Fence())
 	m.leases = append(m.leases, &smLease{lease: s, locker: c.locker, lock: c.lock, permits: c.permits,
 		group: c.group, arrival: c.arrival, gen: c.gen, requeued: c.requeued, granted: time.Now()})
@@ -535,12 +535,13 @@ func (m *machine) Do(rt *rapid.T) {
 	lk, l := smLocks[lock], m.lockers[i].l
 	ctx, cancel := context.WithTimeout(context.Background(), m.maxLease)
 	defer cancel()
+	asked := time.Now()
 	fn := func(ctx context.Context) error {
 		// Held while fn runs, as a careful user sees it: not if its
 		// context already says the lease is lost.
 		if ctx.Err() == nil {
 			start := time.Now()
-			defer func() { m.valid.span(lock, 1, start, time.Now()) }()
+			defer func() { m.valid.span(lock, 1, asked, start, time.Now()) }()
 		}
 		if boom {
 			panic("boom")
@@ -1093,6 +1094,10 @@ type validity struct {
 	spans  []*span
 	open   map[string]*span     // by token, while valid
 	endsAt map[string]time.Time // a lease's end, if it came before its start was stamped
+	// flushed is when the last FLUSHALL returned. A call asked before it
+	// may have been granted before it too, with the reply read after: its
+	// lease is left out of the check, as the ones cut by the FLUSHALL are.
+	flushed time.Time
 }
 
 type span struct {
@@ -1134,12 +1139,17 @@ func (v *validity) log(token, what string) {
 	v.events[token] = append(v.events[token], what)
 }
 
-// began opens the span of the lease token, returned by Acquire at t.
-func (v *validity) began(what, token string, lock, permits int, t time.Time) {
+// began opens the span of the lease token, asked for at asked and
+// returned by Acquire at t.
+func (v *validity) began(what, token string, lock, permits int, asked, t time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	sp := &span{lock: lock, permits: permits, start: t, what: what, token: token, how: "lost early"}
 	v.spans = append(v.spans, sp)
+	if asked.Before(v.flushed) {
+		sp.end, sp.how = t, "asked before a flushall"
+		return
+	}
 	if end, ok := v.endsAt[token]; ok {
 		sp.end = end
 		return
@@ -1169,12 +1179,16 @@ func (v *validity) cut(t time.Time) {
 		sp.end, sp.how = t, "flushall"
 		delete(v.open, token)
 	}
+	v.flushed = t
 }
 
-// span adds a closed span (Do's fn).
-func (v *validity) span(lock, permits int, start, end time.Time) {
+// span adds a closed span (Do's fn), for a call asked at asked.
+func (v *validity) span(lock, permits int, asked, start, end time.Time) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
+	if asked.Before(v.flushed) {
+		return
+	}
 	v.spans = append(v.spans, &span{lock: lock, permits: permits, start: start, end: end, what: "do", how: "fn returned"})
 }
 
