@@ -1,6 +1,7 @@
 -- acquire.lua: take the permits if they are free and nobody waits, else
--- queue up. A retry of the same call (go-redis sends a command again after
--- a lost reply) answers as the first did.
+-- queue up. go-redis never sends it twice: a copy held in the network
+-- could come after a retry was answered, and queue a token nobody waits
+-- with. When the answer is lost, its caller asks recover.lua.
 -- KEYS: see lib/keys.lua; ARGV[1..5] as there, then
 -- ARGV[6] token, ARGV[7] "try" (never queue), "wait" (queue), or "count"
 -- (queue and count the place), ARGV[8] the caller's metadata or "",
@@ -12,8 +13,8 @@
 -- queued ("try"); if queued, -place under "count" (1 is next), else -1.
 -- Errors: ERR_SESSION_GONE if the caller's session is gone,
 -- ERR_WITHDRAWN if its caller withdrew token already, and
--- ERR_CAPACITY, then the capacity and the limit, if the semaphore is in use with
--- another capacity or group limit; then nothing changed.
+-- ERR_CAPACITY, then the capacity and the limit, if the semaphore is in
+-- use with another capacity or group limit; then nothing changed.
 local token, mode, meta, group = ARGV[6], ARGV[7], ARGV[8], ARGV[11]
 if ARGV[12] then openSession(token, ARGV[12], ARGV[13], ARGV[14]) end
 -- A request that reaches Redis after its caller withdrew (cancel.lua)
@@ -32,33 +33,23 @@ local function storeMeta()
   keepFor(metaKey, keepTTL, true)
 end
 
-local function queuedReply()
-  if mode ~= 'count' then return -1 end
-  return -placeOf(token)
-end
-
--- A retry of this call (go-redis's, after a lost reply) finds its grant,
--- which another call may have made on its behalf: the reply takes it up.
-if holds(token) then
-  clearMark(token)
-  return fenceOf(token)
-end
-if waits(token) then return queuedReply() end
-
 -- Free permits with nobody waiting are taken at once. Permits that an
 -- expired or dead holder left go to the waiters first: nobody jumps the
 -- queue.
 local function takeNow()
   if freed then grantHeads() end
-  if not fits(token, group) or waiting() > 0 then return false end
+  if waiting() > 0 or not fits(token, group) then return false end
   join(token, group, permitsHeld())
   local fence = nextFence()
   take(token, group, ttl, fence)
   return fence
 end
 
+-- A try must not fail for a holder or waiter that died: the scan finds
+-- them. A call that queues leaves that to its heartbeats, which grant as
+-- soon as the dead are found.
 local fence = takeNow()
-if not fence and maintain() then
+if not fence and mode == 'try' and maintain() then
   freed = true
   fence = takeNow()
 end
@@ -70,9 +61,7 @@ if mode == 'try' then
   settle()
   return 0
 end
-enqueue(token, group, permitsHeld())
+local place = enqueue(token, group, permitsHeld())
 storeMeta()
--- Dead waiters at the head may have hidden room for this one.
-grantHeads(token)
-if holds(token) then return fenceOf(token) end
-return queuedReply()
+if mode == 'count' then return -place end
+return -1

@@ -9,7 +9,6 @@
 -- so the grant lives by that key alone
 -- Reply: 1 extended; 0 token holds nothing or its session died (nothing
 -- changed but its metadata dropped: the token has left).
-admitAtFullMemory()
 local token, ttl = ARGV[6], tonumber(ARGV[7])
 if not renew(token, ttl) then
   if ARGV[8] ~= '' then redis.call('HDEL', metaKey, token) end

@@ -4,6 +4,5 @@
 -- ARGV[8] "1" if its grant may still be marked as not taken up, else ""
 -- Reply: 1 released; 0 token held nothing (nothing changed but its
 -- metadata and mark dropped).
-admitAtFullMemory()
 local freed = openStore(nil, 0, false)
 return releaseIfHolder(ARGV[6], ARGV[7], ARGV[8], freed, false)

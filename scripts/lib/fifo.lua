@@ -2,8 +2,8 @@
 -- serves the head in O(1), and in orderKey, a sorted set token -> arrival
 -- number, which tells a waiter's place (ZRANK) and whether a token waits.
 
--- arrive numbers token one above the last waiter and appends it to list.
--- Both keys may be new.
+-- arrive numbers token one above the last waiter and appends it to list,
+-- and returns the list's length. Both keys may be new.
 local function arrive(list, token)
   local last = redis.call('ZRANGE', orderKey, -1, -1, 'WITHSCORES')
   local seq = (tonumber(last[2]) or 0) + 1
@@ -11,7 +11,7 @@ local function arrive(list, token)
   local length = redis.call('RPUSH', list, token)
   keepFor(orderKey, keepTTL, #last == 0)
   keepFor(list, keepTTL, length == 1)
-  return seq
+  return length
 end
 
 -- depart forgets token's arrival; its list entry is the caller's.

@@ -13,9 +13,11 @@ end
 -- admitAtFullMemory: a Redis at full memory (maxmemory under noeviction)
 -- refuses a script's first write if it may grow memory, and lets a script
 -- that has written go on to its end. The scripts that serve the parties
--- already in (heartbeat, release, cancel, extend, force_release) start
--- with a write that cannot grow memory and changes nothing (no field of
--- metaKey is named ""), so nothing replicates: at full memory, renewals,
--- releases, withdrawals and grants to queued waiters go on, while a new
--- request (acquire.lua) is refused with Redis's error.
+-- already in (heartbeat, release, cancel, extend, force_release) make,
+-- before a first write that may grow memory, one that cannot and changes
+-- nothing (no field of metaKey is named ""), so nothing replicates: at
+-- full memory, renewals, releases, withdrawals and grants to queued
+-- waiters go on, while a new request (acquire.lua) is refused with Redis's
+-- error. Where a script's first write never grows memory (the mutex's
+-- release and extend start with a DEL, HDEL or PEXPIRE), it needs none.
 local function admitAtFullMemory() redis.call('HDEL', metaKey, '') end

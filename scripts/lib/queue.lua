@@ -4,7 +4,7 @@
 --                                lock's parties (held: the permits held
 --                                now), queued or taken at once
 --   enqueue(token, group, held)  join, and wait at the back of the group's
---                                line
+--                                line; returns token's place, 1 first
 --   nextHead()                   the waiter to be granted next and its
 --                                group, or nil; it stays queued until
 --                                popHead

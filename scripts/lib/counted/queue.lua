@@ -112,9 +112,10 @@ end
 
 local function enqueue(token, group, held)
   join(token, group, held)
-  local seq = arrive(lineOfGroup(group), token)
-  if groupedParties > 0 then place(group) end
-  return seq
+  local length = arrive(lineOfGroup(group), token)
+  if groupedParties == 0 then return length end
+  place(group)
+  return waiting() -- its place in arrival order, among every group's
 end
 
 local function nextHead()

@@ -27,6 +27,9 @@ local function forget(token)
 end
 
 local function openStore(capacity, limit, strict)
+  -- Its first write may be the state's count (an HSET): a call for the
+  -- parties already in is admitted at full memory first (lib/keep.lua).
+  if not strict then admitAtFullMemory() end
   local state = redis.call('HMGET', stateKey, 'cap', 'used', 'glimit', 'grouped')
   cap, used = tonumber(state[1]), tonumber(state[2])
   local inUseLimit = tonumber(state[3]) or 0
@@ -105,6 +108,7 @@ local function settle()
 end
 
 local function renew(token, ttl)
+  admitAtFullMemory() -- its first write is a ZADD
   local deadline = tonumber(redis.call('ZSCORE', holdersKey, token))
   if not deadline or not holderAlive(token) then return false end
   if deadline < nowMs() + ttl then
