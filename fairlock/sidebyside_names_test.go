@@ -1,0 +1,207 @@
+package fairlock_test
+
+// BenchmarkSideBySideManyNames is the other shape of the side-by-side
+// loop: many names at once, where what limits both peers is the work each
+// cycle costs Redis and the client, not the round trip:
+//
+//	go test -run '^$' -bench SideBySideManyNames -benchtime 20s ./fairlock/
+//
+// sideBySideWorkers goroutines each cycle a name of their own, all on one
+// shared go-redis client (its default pool): naive with SET NX PX and the
+// compare-and-delete script, fairlock with one Locker's Acquire and
+// Release, each call under a fresh context.WithTimeout. The peers take
+// turns in slices of -sidebyside.slice, as in BenchmarkSideBySide. One op
+// is one cycle of each. Reported:
+//   - fairlock/naive: cycles/s over naive's (the target: ≥ 0.95);
+//   - redis-ratio and client-ratio: fairlock's Redis CPU and client CPU
+//     per cycle over naive's (the targets: ≤ 1.25 each);
+//   - for each peer, cycles/s, redis-µs/cycle (used_cpu_sys +
+//     used_cpu_user of INFO cpu), client-µs/cycle (this process's
+//     getrusage, both peers' goroutines and go-redis's included) and
+//     cmds/cycle (total_commands_processed of INFO stats, less the INFO
+//     calls that read it).
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fairlock/fairlock/fairlock"
+	"github.com/fairlock/fairlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+const sideBySideWorkers = 16
+
+// A manyNamesPeer is one side of the many-names shape: a worker's cycle on
+// its name, and what the slices added up to.
+type manyNamesPeer struct {
+	name                string
+	cycle               func(worker int) error
+	cycles              int64
+	elapsed             time.Duration
+	redisCPU, clientCPU time.Duration
+	commands            int64
+}
+
+// redisStats reads Redis's CPU time and the commands it has run.
+func redisStats(b *testing.B, c *redis.Client) (time.Duration, int64) {
+	txt, err := c.Info(context.Background(), "cpu", "stats").Result()
+	if err != nil {
+		b.Fatal(err)
+	}
+	var cpu float64
+	var commands int64
+	for _, line := range strings.Split(txt, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		switch k {
+		case "used_cpu_sys", "used_cpu_user":
+			f, _ := strconv.ParseFloat(v, 64)
+			cpu += f
+		case "total_commands_processed":
+			commands, _ = strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return time.Duration(cpu * float64(time.Second)), commands
+}
+
+// processCPU is this process's CPU time, user and system.
+func processCPU(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkSideBySideManyNames: see the top of this file.
+func BenchmarkSideBySideManyNames(b *testing.B) {
+	srv := redistest.Start(b)
+	shared := redis.NewClient(&redis.Options{Addr: srv.Addr})
+	info := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 1})
+	b.Cleanup(func() { shared.Close(); info.Close() })
+	names := make([]string, sideBySideWorkers)
+	for i := range names {
+		names[i] = fmt.Sprintf("names-%d", i)
+	}
+
+	var prefix [8]byte
+	rand.Read(prefix[:]) //nolint:errcheck // never fails on Linux
+	tokenBase := hex.EncodeToString(prefix[:]) + ":"
+	seqs := make([]uint64, sideBySideWorkers)
+	naive := &manyNamesPeer{name: "naive", cycle: func(w int) error {
+		seqs[w]++
+		token := tokenBase + strconv.Itoa(w) + ":" + strconv.FormatUint(seqs[w], 36)
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		ok, err := shared.SetNX(ctx, names[w], token, 10*time.Second).Result()
+		cancel()
+		if err != nil || !ok {
+			return fmt.Errorf("naive acquire: %v %v", ok, err)
+		}
+		ctx, cancel = context.WithTimeout(context.Background(), callTimeout)
+		err = sideBySideRelease.Run(ctx, shared, []string{names[w]}, token).Err()
+		cancel()
+		return err
+	}}
+
+	locker, err := fairlock.New(shared)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { locker.Close() })
+	fl := &manyNamesPeer{name: "fairlock", cycle: func(w int) error {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		lease, err := locker.Acquire(ctx, names[w])
+		cancel()
+		if err != nil {
+			return err
+		}
+		ctx, cancel = context.WithTimeout(context.Background(), callTimeout)
+		err = lease.Release(ctx)
+		cancel()
+		return err
+	}}
+
+	// slice runs p's workers together for d, or until p has made its b.N
+	// cycles between them.
+	slice := func(p *manyNamesPeer, d time.Duration, count bool) {
+		rcpu0, cmds0 := redisStats(b, info)
+		ccpu0 := processCPU(b)
+		start := time.Now()
+		var mu sync.Mutex
+		var n int64
+		var failed error
+		var wg sync.WaitGroup
+		for w := range sideBySideWorkers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for time.Since(start) < d {
+					mu.Lock()
+					stop := failed != nil || (count && p.cycles+n >= int64(b.N))
+					mu.Unlock()
+					if stop {
+						return
+					}
+					err := p.cycle(w)
+					mu.Lock()
+					n++
+					if err != nil && failed == nil {
+						failed = err
+					}
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		el := time.Since(start)
+		ccpu1 := processCPU(b)
+		rcpu1, cmds1 := redisStats(b, info)
+		if failed != nil {
+			b.Fatalf("%s: %v", p.name, failed)
+		}
+		if !count {
+			return
+		}
+		p.cycles += n
+		p.elapsed += el
+		p.redisCPU += rcpu1 - rcpu0
+		p.clientCPU += ccpu1 - ccpu0
+		p.commands += cmds1 - cmds0 - 1 // the INFO that read cmds1
+	}
+
+	slice(naive, *sideBySideSlice, false)
+	slice(fl, *sideBySideSlice, false)
+
+	b.ResetTimer()
+	for naive.cycles < int64(b.N) || fl.cycles < int64(b.N) {
+		if naive.cycles < int64(b.N) {
+			slice(naive, *sideBySideSlice, true)
+		}
+		if fl.cycles < int64(b.N) {
+			slice(fl, *sideBySideSlice, true)
+		}
+	}
+	b.StopTimer()
+
+	rate := func(p *manyNamesPeer) float64 { return float64(p.cycles) / p.elapsed.Seconds() }
+	perCycle := func(d time.Duration, p *manyNamesPeer) float64 {
+		return float64(d.Nanoseconds()) / 1e3 / float64(p.cycles)
+	}
+	b.ReportMetric(rate(fl)/rate(naive), "fairlock/naive")
+	b.ReportMetric(perCycle(fl.redisCPU, fl)/perCycle(naive.redisCPU, naive), "redis-ratio")
+	b.ReportMetric(perCycle(fl.clientCPU, fl)/perCycle(naive.clientCPU, naive), "client-ratio")
+	for _, p := range []*manyNamesPeer{naive, fl} {
+		b.ReportMetric(rate(p), p.name+"-cycles/s")
+		b.ReportMetric(perCycle(p.redisCPU, p), p.name+"-redis-µs/cycle")
+		b.ReportMetric(perCycle(p.clientCPU, p), p.name+"-client-µs/cycle")
+		b.ReportMetric(float64(p.commands)/float64(p.cycles), p.name+"-cmds/cycle")
+	}
+}
