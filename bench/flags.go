@@ -31,6 +31,11 @@ type config struct {
 		background, fairlockBackground bool
 		sideBySide, sideBySideTime     string
 	}
+	names struct {
+		workers, rounds int
+		dur             time.Duration
+		sideBySideTime  string
+	}
 	cont struct {
 		workers   int
 		hold, dur time.Duration

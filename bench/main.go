@@ -50,6 +50,11 @@ type Results struct {
 	// SideBySide is BenchmarkSideBySide's figures, run after the
 	// uncontended row.
 	SideBySide *SideBySideResult `json:"side_by_side,omitempty"`
+	// Names is the many-names row: workers on names of their own, one
+	// shared client per peer; NamesSideBySide is
+	// BenchmarkSideBySideManyNames's figures, run right after it.
+	Names           []NamesResult          `json:"names,omitempty"`
+	NamesSideBySide *NamesSideBySideResult `json:"names_side_by_side,omitempty"`
 	// Idle is the scale row's idle part: leases and waiters kept while
 	// nothing is acquired or released.
 	Idle []IdleResult `json:"idle,omitempty"`

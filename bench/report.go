@@ -169,6 +169,7 @@ func evalTargets(res *Results) []Target {
 			}
 		}
 	}
+	ts = append(ts, namesTargets(res)...)
 	// contended, each variant
 	for _, v := range contendedVariants(res) {
 		f := findContended(res, "fairlock", v)
@@ -415,6 +416,7 @@ func markdown(res *Results) string {
 			p("fairlock/naive %.3f over %d slice pairs (per pair: min %.2f, median %.2f, max %.2f, sd %.3f); in the fast mode (p10) %.3f. Command: `%s`\n\n", sb.Ratio, sb.Slices, sb.SliceRatioMin, sb.SliceRatioMedian, sb.SliceRatioMax, sb.SliceRatioSD, sb.P10Ratio, sb.Command)
 		}
 	}
+	namesTables(&b, res)
 	for _, v := range contendedVariants(res) {
 		var f *ContendedResult
 		for i := range res.Contended {

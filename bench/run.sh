@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the whole benchmark: starts its own redis-server (and etcd, if
 # installed) on free loopback ports, runs every scenario (and, after the
-# uncontended row, ../fairlock's BenchmarkSideBySide), writes
+# uncontended row, ../fairlock's BenchmarkSideBySide; after the names row,
+# its BenchmarkSideBySideManyNames), writes
 # results/results.{md,json} and results/chart.svg, stops the servers, and
 # prints every target, met or missed, at the end of stdout.
 # Extra arguments are passed to the benchmark program (see `bin/bench -h`).
@@ -16,8 +17,9 @@ if [ -z "${BENCH_NOBUILD:-}" ]; then # BENCH_NOBUILD=1: use the bin/bench alread
 		TAGS=nofairlock
 	fi
 	go build -tags "$TAGS" -o bin/bench .
-	# The plain loop of ../fairlock/sidebyside_test.go, which the bench runs
-	# right after its uncontended row.
+	# The plain loops of ../fairlock/sidebyside_test.go and
+	# sidebyside_names_test.go, which the bench runs right after its
+	# uncontended and names rows.
 	rm -f bin/fairlock.test
 	if [ "$TAGS" = fairlock ] && ! (cd .. && go test -c -o bench/bin/fairlock.test ./fairlock/); then
 		echo "run.sh: the fairlock tests do not build; the side-by-side benchmark is reported as not run" >&2

@@ -177,17 +177,15 @@ type uncontendedRow struct {
 
 // uncontendedRun accumulates one row's measurement over its turns.
 type uncontendedRun struct {
-	set      *workerSet
-	lat      []int64
-	el       int64
-	cs       countSnap
-	cmds     int64
-	cpu      int64
-	cmdstats map[string]int64
-	usec     map[string]float64 // µs in all, per command
-	pings    []float64
-	failed   bool // setup or a call failed: no more turns
-	result   UncontendedResult
+	set    *workerSet
+	lat    []int64
+	el     int64
+	cs     countSnap
+	tally  serverTally
+	cpu    int64
+	pings  []float64
+	failed bool // setup or a call failed: no more turns
+	result UncontendedResult
 }
 
 // callTimeout is the deadline of each uncontended call's context: what a
@@ -205,8 +203,7 @@ func runUncontended(rows []uncontendedRow, e *env, mon *monitor, dur time.Durati
 	eu.PoolSize = poolSize
 	runs := make([]*uncontendedRun, len(rows))
 	for i, row := range rows {
-		run := &uncontendedRun{result: UncontendedResult{Peer: row.name, Context: "deadline per call", PoolSize: poolSize},
-			cmdstats: map[string]int64{}, usec: map[string]float64{}}
+		run := &uncontendedRun{result: UncontendedResult{Peer: row.name, Context: "deadline per call", PoolSize: poolSize}}
 		if row.background {
 			run.result.Context, run.result.Note = "Background", "context.Background()"
 		}
@@ -220,13 +217,11 @@ func runUncontended(rows []uncontendedRow, e *env, mon *monitor, dur time.Durati
 		runs[i] = run
 	}
 	turn := dur / time.Duration(max(rounds, 1))
-	for range max(rounds, 1) {
-		for i, row := range rows {
-			if !runs[i].failed {
-				uncontendedTurn(row, runs[i], mon, turn)
-			}
+	inTurns(rounds, len(rows), func(i int) {
+		if !runs[i].failed {
+			uncontendedTurn(rows[i], runs[i], mon, turn)
 		}
-	}
+	})
 	out := make([]UncontendedResult, len(rows))
 	for i, row := range rows {
 		run := runs[i]
@@ -238,12 +233,8 @@ func runUncontended(rows []uncontendedRow, e *env, mon *monitor, dur time.Durati
 			r.P10us, r.P50us, r.P99us = us(percentile(run.lat, 10)), us(percentile(run.lat, 50)), us(percentile(run.lat, 99))
 			r.RoundTripsPerCycle = float64(run.cs.RoundTrips) / n
 			if row.p.Redis {
-				r.ServerCmdsPerCycle = float64(run.cmds) / n
-				r.Cmdstats, r.UsecPer = map[string]float64{}, map[string]float64{}
-				for k, v := range run.cmdstats {
-					r.Cmdstats[k] = float64(v) / n
-					r.UsecPer[k] = run.usec[k] / float64(v)
-				}
+				r.ServerCmdsPerCycle = float64(run.tally.cmds) / n
+				r.Cmdstats, r.UsecPer = run.tally.perCycle(n)
 			}
 			r.ServerCPUusPerCycle = float64(run.cpu) / n
 			r.LocalPingus = median(run.pings)
@@ -266,16 +257,6 @@ func median(xs []float64) float64 {
 // uncontendedTurn runs one turn of a row for d.
 func uncontendedTurn(row uncontendedRow, run *uncontendedRun, mon *monitor, d time.Duration) {
 	w := run.set.ws[0]
-	// A fresh deadline for each call, cancelled when it returns, as a
-	// caller writes it: some peers take a different path for a context
-	// that can end (redislock derives one from the TTL otherwise), and
-	// making and stopping its timer is part of every call's cost.
-	call := func() (context.Context, context.CancelFunc) {
-		if row.background {
-			return context.Background(), func() {}
-		}
-		return context.WithTimeout(context.Background(), callTimeout)
-	}
 	ctx := context.Background()
 	run.pings = append(run.pings, mon.localPing(ctx, 100*time.Millisecond))
 	s0, _ := mon.snap(ctx)
@@ -285,15 +266,7 @@ func uncontendedTurn(row uncontendedRow, run *uncontendedRun, mon *monitor, d ti
 	end := t0 + int64(d)
 	for mono() < end {
 		a := mono()
-		cctx, cancel := call()
-		u, err := w.Lock(cctx, "uncontended")
-		cancel()
-		if err == nil {
-			cctx, cancel = call()
-			err = u(cctx)
-			cancel()
-		}
-		if err != nil {
+		if err := lockCycle(w, "uncontended", row.background); err != nil {
 			run.result.Note, run.failed = err.Error(), true
 			break
 		}
@@ -306,11 +279,7 @@ func uncontendedTurn(row uncontendedRow, run *uncontendedRun, mon *monitor, d ti
 	run.cs.RoundTrips += cs.RoundTrips
 	s1, _ := mon.snap(ctx)
 	sd := diffServer(s0, s1)
-	run.cmds += sd.Commands
-	for k, v := range sd.Cmdstats {
-		run.cmdstats[k] += v
-		run.usec[k] += sd.UsecPer[k] * float64(v)
-	}
+	run.tally.add(sd)
 	if row.p.Redis {
 		run.cpu += sd.CPUus
 	} else {

@@ -41,43 +41,68 @@ type SideBySideResult struct {
 // runSideBySide runs the test binary bin (go test -c ./fairlock/) for
 // BenchmarkSideBySide alone, for benchtime, and parses its line.
 func runSideBySide(bin, benchtime string) SideBySideResult {
-	args := []string{"-test.run", "^$", "-test.bench", "^BenchmarkSideBySide$", "-test.benchtime", benchtime}
-	r := SideBySideResult{Command: bin + " " + strings.Join(args, " ")}
+	var r SideBySideResult
+	r.Command, r.Line, r.Note = runTestBench(bin, "BenchmarkSideBySide", benchtime, func(line string) error {
+		return parseSideBySide(&r, line)
+	})
+	return r
+}
+
+// runTestBench runs the test binary bin for the benchmark name alone, for
+// benchtime, and hands its result line to parse: one runner for every
+// benchmark of ../fairlock that the bench sets beside a row of its own.
+// note says why there is no line, or what parse said of it.
+func runTestBench(bin, name, benchtime string, parse func(line string) error) (command, line, note string) {
+	args := []string{"-test.run", "^$", "-test.bench", "^" + name + "$", "-test.benchtime", benchtime}
+	command = bin + " " + strings.Join(args, " ")
 	var out, errb bytes.Buffer
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
-	line := ""
 	for _, l := range strings.Split(out.String(), "\n") {
-		if strings.HasPrefix(l, "BenchmarkSideBySide") {
-			line = l
+		// Its name, with "-GOMAXPROCS" unless that is 1: not a longer
+		// benchmark's name that starts with it.
+		if f := strings.Fields(l); len(f) > 0 && (f[0] == name || strings.HasPrefix(f[0], name+"-")) {
+			line = strings.Join(f, " ")
 		}
 	}
 	if line == "" {
-		r.Note = fmt.Sprintf("no benchmark line (%v): %s", err, strings.TrimSpace(lastLines(out.String()+errb.String(), 3)))
-		return r
+		return command, "", fmt.Sprintf("no benchmark line (%v): %s", err, strings.TrimSpace(lastLines(out.String()+errb.String(), 3)))
 	}
-	r.Line = strings.Join(strings.Fields(line), " ")
-	if err := parseSideBySide(&r, line); err != nil {
-		r.Note = err.Error()
+	if err := parse(line); err != nil {
+		note = err.Error()
 	}
-	return r
+	return command, line, note
 }
 
-// parseSideBySide reads the metrics of a benchmark line: its name, b.N,
-// then value-unit pairs.
-func parseSideBySide(r *SideBySideResult, line string) error {
+// benchMetrics reads the metrics of a benchmark line: its name, b.N, then
+// value-unit pairs, keyed by unit. Each unit of need must be there.
+func benchMetrics(line string, need ...string) (map[string]float64, error) {
 	f := strings.Fields(line)
 	if len(f) < 4 {
-		return fmt.Errorf("short benchmark line %q", line)
+		return nil, fmt.Errorf("short benchmark line %q", line)
 	}
 	m := map[string]float64{}
 	for i := 2; i+1 < len(f); i += 2 {
 		v, err := strconv.ParseFloat(f[i], 64)
 		if err != nil {
-			return fmt.Errorf("benchmark line %q: %v", line, err)
+			return nil, fmt.Errorf("benchmark line %q: %v", line, err)
 		}
 		m[f[i+1]] = v
+	}
+	for _, u := range need {
+		if m[u] == 0 {
+			return nil, fmt.Errorf("no %s in %q", u, line)
+		}
+	}
+	return m, nil
+}
+
+// parseSideBySide reads BenchmarkSideBySide's metrics from its line.
+func parseSideBySide(r *SideBySideResult, line string) error {
+	m, err := benchMetrics(line, "fairlock/naive")
+	if err != nil {
+		return err
 	}
 	r.Ratio = m["fairlock/naive"]
 	r.NaiveCyclesPerSec, r.FairlockCyclesPerSec = m["naive-cycles/s"], m["fairlock-cycles/s"]
@@ -89,12 +114,11 @@ func parseSideBySide(r *SideBySideResult, line string) error {
 	r.P10Ratio = m["p10-ratio"]
 	r.Slices = int(m["slices"])
 	r.SliceRatioMin, r.SliceRatioMedian, r.SliceRatioMax, r.SliceRatioSD = m["slice-ratio-min"], m["slice-ratio-median"], m["slice-ratio-max"], m["slice-ratio-sd"]
-	if r.Ratio == 0 {
-		return fmt.Errorf("no fairlock/naive in %q", line)
-	}
 	return nil
 }
 
+// lastLines is the last n lines of s, joined by " | ": the tail of a
+// failed run's output, for its note.
 func lastLines(s string, n int) string {
 	l := strings.Split(strings.TrimSpace(s), "\n")
 	if len(l) > n {

@@ -27,6 +27,7 @@ type scenario struct {
 var scenarios = []scenario{
 	{"limit", limitFlags, (*bench).limit},                             // Results.Limit
 	{"uncontended", uncontendedFlags, (*bench).uncontended},           // Results.Uncontended, SideBySide
+	{"names", namesFlags, (*bench).names},                             // Results.Names, NamesSideBySide
 	{"contended", contendedFlags, (*bench).contended},                 // Results.Contended, one process
 	{"contended-mp", contendedMPFlags, (*bench).contendedMP},          // Results.Contended, several processes
 	{"fifo", fifoFlags, (*bench).fifo},                                // Results.FIFO
@@ -114,7 +115,7 @@ func uncontendedFlags(fs *flag.FlagSet, c *config) {
 	fs.IntVar(&u.rounds, "uncontended-rounds", 20, "uncontended: turns per peer, the peers taking turns (6 s / 20: 300 ms, BenchmarkSideBySide's slice)")
 	fs.IntVar(&u.pool, "uncontended-pool", 1, "uncontended: go-redis PoolSize of each peer's client (0: go-redis's default), as BenchmarkSideBySide")
 	fs.BoolVar(&u.background, "uncontended-background", false, "uncontended: call with context.Background() instead of a fresh context with a deadline per call")
-	fs.StringVar(&u.sideBySide, "sidebyside", "", "uncontended: test binary of ../fairlock (go test -c) whose BenchmarkSideBySide runs right after the uncontended row (run.sh builds bin/fairlock.test); empty: skip")
+	fs.StringVar(&u.sideBySide, "sidebyside", "", "uncontended, names: test binary of ../fairlock (go test -c) whose BenchmarkSideBySide runs right after the uncontended row, and BenchmarkSideBySideManyNames right after the names row (run.sh builds bin/fairlock.test); empty: skip")
 	fs.StringVar(&u.sideBySideTime, "sidebyside-benchtime", "12s", "uncontended: -test.benchtime of BenchmarkSideBySide (each peer gets half, in 300 ms slices)")
 	fs.BoolVar(&u.fairlockBackground, "uncontended-fairlock-background", true, "uncontended: also run fairlock with context.Background()")
 }
