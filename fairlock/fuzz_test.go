@@ -124,7 +124,8 @@ func FuzzLockKeys(f *testing.F) {
 }
 
 // FuzzOptions: New never panics, accepts exactly the valid options (a
-// heartbeat of at least MinHeartbeat, a prefix without braces), and a valid
+// heartbeat of at least MinHeartbeat, TTLs up to MaxTTL, a prefix without
+// braces), and a valid
 // Locker has a heartbeat no longer than a third of either TTL.
 func FuzzOptions(f *testing.F) {
 	f.Add(int64(time.Second), int64(time.Second), "fairlock", true)
@@ -136,12 +137,14 @@ func FuzzOptions(f *testing.F) {
 	f.Add(int64(math.MaxInt64), int64(math.MaxInt64), "p{", true)
 	f.Add(int64(math.MinInt64), int64(time.Hour), "}", true)
 	f.Add(int64(100*time.Millisecond), int64(3*time.Second), "a:b c", false)
+	f.Add(int64(MaxTTL), int64(MaxTTL+1), "p", true)
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never contacted by New
 	f.Cleanup(func() { client.Close() })
 	f.Fuzz(func(t *testing.T, lease, waiter int64, prefix string, renew bool) {
 		l, err := New(client, WithLeaseTTL(time.Duration(lease)), WithWaiterTTL(time.Duration(waiter)),
 			WithKeyPrefix(prefix), WithAutoRenew(renew))
-		valid := min(lease, waiter) >= int64(3*MinHeartbeat) && !strings.ContainsAny(prefix, "{}")
+		valid := min(lease, waiter) >= int64(3*MinHeartbeat) && max(lease, waiter) <= int64(MaxTTL) &&
+			!strings.ContainsAny(prefix, "{}")
 		if err != nil {
 			if valid {
 				t.Fatalf("valid options refused: lease %v waiter %v prefix %q: %v", time.Duration(lease), time.Duration(waiter), prefix, err)
