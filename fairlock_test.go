@@ -129,12 +129,11 @@ func openLocker(t testing.TB, c redis.UniversalClient, lease, waiter time.Durati
 // spawn starts n agents.
 func (e *env) spawn(n int, opts ...ProcOpt) []*Proc {
 	e.t.Helper()
-	ps := make([]*Proc, n)
-	for i := range ps {
-		ps[i] = e.c.Spawn(opts...)
-	}
-	return ps
+	return e.c.SpawnN(n, opts...)
 }
+
+// two is the two agents of ps.
+func two(ps []*Proc) (*Proc, *Proc) { return ps[0], ps[1] }
 
 // spawnVia starts a proxy in front of Redis, closed when t ends, and an
 // agent that connects through it.
@@ -650,7 +649,7 @@ func faultKillHolder(t *testing.T, k kind, trials int) {
 	for trial := 0; trial < trials; trial++ {
 		name := "killholder" + strconv.Itoa(trial)
 		pair := k.pairs[trial%len(k.pairs)]
-		h, w := e.c.Spawn(), e.c.Spawn()
+		h, w := two(e.spawn(2))
 		e.grantReq(t, h, name, pair[0])
 		ww := e.queueReq(t, w, name, pair[1], -1, 0)
 		// kill at a random phase of the renewal period
@@ -735,7 +734,7 @@ func faultKillWaiters(t *testing.T, kd kind) {
 		// cannot share with it.
 		name := "diegrant"
 		held, pw := e.hold(name)
-		dying, p := e.c.Spawn(), e.c.Spawn()
+		dying, p := two(e.spawn(2))
 		e.queueReq(t, dying, name, kd.pairs[0][0], -1, 1, "die")
 		w := e.queueReq(t, p, name, kd.pairs[0][1], hold, 2)
 		e.release(held, pw)
@@ -768,7 +767,7 @@ func faultPausedHolder(t *testing.T, k kind) {
 	e := newKindEnv(t, k, lease, waiterTTL)
 	name, res := "paused", "resource"
 	ctx := context.Background()
-	h, w := e.c.Spawn(), e.c.Spawn()
+	h, w := two(e.spawn(2))
 	hw, hg := e.grantReq(t, h, name, k.pairs[0][0])
 	h.Send("write %s %s", hw, res)
 	if ev := e.await(t, hw, "write"); ev.Err != "accepted" {
@@ -1464,7 +1463,7 @@ func faultPausedWaiter(t *testing.T, k kind) {
 	e := newKindEnv(t, k, lease, waiterTTL)
 	name := "pausedwaiter"
 	l, pw := e.hold(name)
-	p1, p2 := e.c.Spawn(), e.c.Spawn()
+	p1, p2 := two(e.spawn(2))
 	w1 := e.queueReq(t, p1, name, k.pairs[0][0], -1, 1, "verify")
 	w2 := e.queueReq(t, p2, name, k.pairs[0][1], -1, 2, "verify")
 	t0 := p1.Signal(syscall.SIGSTOP)
@@ -1514,7 +1513,7 @@ func TestFault12_CloseHandsOverAtOnce(t *testing.T) {
 	e := newEnv(t, lease, waiterTTL)
 	held, waited := "closeheld", "closewaited"
 	pl, pw := e.hold(waited)
-	p1, p2 := e.c.Spawn(), e.c.Spawn()
+	p1, p2 := two(e.spawn(2))
 	e.grant(t, p1, held)
 	qw := e.queue(t, p1, waited, -1, 0)
 	w2 := e.queue(t, p2, held, -1, 0)

@@ -444,6 +444,28 @@ func readTimeout(d time.Duration) ProcOpt {
 
 // Spawn starts an agent process and waits until its Locker is ready.
 func (c *Cluster) Spawn(opts ...ProcOpt) *Proc {
+	c.t.Helper()
+	p := c.start(opts...)
+	c.ready(p)
+	return p
+}
+
+// SpawnN starts n agents at once, then waits until each is ready: an
+// agent's start (a test binary's, slower under -race) is most of its cost.
+func (c *Cluster) SpawnN(n int, opts ...ProcOpt) []*Proc {
+	c.t.Helper()
+	ps := make([]*Proc, n)
+	for i := range ps {
+		ps[i] = c.start(opts...)
+	}
+	for _, p := range ps {
+		c.ready(p)
+	}
+	return ps
+}
+
+// start starts an agent process.
+func (c *Cluster) start(opts ...ProcOpt) *Proc {
 	t := c.t
 	t.Helper()
 	c.n++
@@ -503,11 +525,17 @@ func (c *Cluster) Spawn(opts ...ProcOpt) *Proc {
 		c.H.Add(Ev{Proc: id, Kind: "exit"})
 		close(p.exitc)
 	}()
+	return p
+}
+
+// ready waits until agent p's Locker is ready.
+func (c *Cluster) ready(p *Proc) {
+	t, id := c.t, p.ID
+	t.Helper()
 	c.H.MustWait(t, 20*time.Second, id+" ready", func(e Ev) bool { return isProc(id, "ready")(e) || isProc(id, "fatal")(e) })
 	if c.H.Count(isProc(id, "fatal")) > 0 {
 		t.Fatalf("agent %s failed to start: %s", id, p.errb.String())
 	}
-	return p
 }
 
 // Send writes one command line to the agent.

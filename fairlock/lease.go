@@ -45,8 +45,24 @@ var closedChan = func() chan struct{} {
 }()
 
 // Err is nil while the lease is held, ErrReleased after Release, and
-// ErrLost if it was lost.
+// ErrLost if it was lost. It is exact when asked: a lease whose local
+// deadline passed is lost here, even if the timer that ends it (and closes
+// Done) runs late on a loaded machine.
 func (s *Lease) Err() error {
+	s.mu.Lock()
+	err, recordEnd := s.err, time.Time{}
+	if s.expiry != nil {
+		recordEnd = s.recordUntil.Add(-s.locker.cfg.margin())
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	if !recordEnd.IsZero() && now.After(recordEnd) {
+		s.lose()
+	}
+	s.locker.endIfOverdue(s.session, s.marked.Load(), now)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.err

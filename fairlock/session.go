@@ -166,6 +166,23 @@ func (l *Locker) waitersExpired(s *session) {
 	}
 }
 
+// endIfOverdue ends what lives by a deadline of s that passed at now,
+// when its timer has not run yet: every party, or those that live by the
+// waiters' key. It sends nothing: the keys are at their end in Redis too.
+func (l *Locker) endIfOverdue(s *session, marked bool, now time.Time) {
+	l.books.mu.Lock()
+	_, live := l.books.sessions[s]
+	lease := live && !s.leaseUntil.IsZero() && now.After(s.leaseUntil)
+	wait := live && marked && !s.waitLost && !s.waitUntil.IsZero() && now.After(s.waitUntil)
+	l.books.mu.Unlock()
+	switch {
+	case lease:
+		l.loseSession(s)
+	case wait:
+		l.loseWaiters(s)
+	}
+}
+
 // passed tells whether the deadline d, under books.mu, has passed: a timer
 // may fire after a renewal moved it.
 func (l *Locker) passed(d *time.Time) bool {

@@ -1,0 +1,44 @@
+package fairlock
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fairlock/fairlock/internal/redistest"
+)
+
+// TestErrIsExactWhenTheTimerIsLate: a lease's Err says ErrLost once its
+// session's local deadline passed, even though the timer that ends it has
+// not run (a loaded machine runs timers late), and Done closes with it.
+func TestErrIsExactWhenTheTimerIsLate(t *testing.T) {
+	srv := redistest.Start(t)
+	l, err := New(srv.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	lease, err := l.Acquire(context.Background(), "late-timer")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lease.Err(); err != nil {
+		t.Fatalf("Err of a fresh lease: %v", err)
+	}
+	// The deadline passed, and its timer has not fired (the heartbeat, a
+	// second away, cannot move it meanwhile).
+	l.books.mu.Lock()
+	s := lease.session
+	stopTimer(s.leaseTimer)
+	s.leaseUntil = time.Now().Add(-time.Millisecond)
+	l.books.mu.Unlock()
+	if err := lease.Err(); !errors.Is(err, ErrLost) {
+		t.Fatalf("Err past the session's deadline, its timer stopped: %v, want ErrLost", err)
+	}
+	select {
+	case <-lease.Done():
+	default:
+		t.Fatal("Done still open after Err said ErrLost")
+	}
+}
