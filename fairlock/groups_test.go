@@ -399,6 +399,30 @@ func TestGroupLargeRequestNotStarved(t *testing.T) {
 // once, even alone; its second request waits while 2 permits are free,
 // and the other groups still get them.
 func TestGroupLimit(t *testing.T) {
+	t.Run("room-at-once", func(t *testing.T) {
+		// A request of another group, made while the permits are free and
+		// the only waiter's group is at its limit, is granted at once, not
+		// at the next heartbeat (10 s with these TTLs; the bound is half).
+		srv := redistest.Start(t)
+		const ttl = 30 * time.Second
+		la := newLocker(t, srv.Client(t), fairlock.WithLeaseTTL(ttl), fairlock.WithWaiterTTL(ttl))
+		lb := newLocker(t, srv.Client(t), fairlock.WithLeaseTTL(ttl), fairlock.WithWaiterTTL(ttl))
+		semA, semB := groupSem(t, la, "room", 3, 1), groupSem(t, lb, "room", 3, 1)
+		first := hold(t, groupPermits(semA, 1, "tenant-a"))
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		queued := make(chan struct{})
+		go semA.Acquire(ctx, 1, fairlock.WithGroup("tenant-a"), fairlock.OnQueued(func(int) { close(queued) })) //nolint:errcheck // cancelled below
+		<-queued
+		bctx, bcancel := context.WithTimeout(context.Background(), la.Heartbeat()/2)
+		defer bcancel()
+		b, err := semB.Acquire(bctx, 1, fairlock.WithGroup("tenant-b"))
+		if err != nil {
+			t.Fatalf("B's request with 2 permits free and A at its limit: %v; want a grant at once", err)
+		}
+		released(t, b)
+		released(t, first)
+	})
 	t.Run("alone", func(t *testing.T) {
 		srv := redistest.Start(t)
 		rdb := srv.Client(t)

@@ -38,7 +38,7 @@ end
 -- queue.
 local function takeNow()
   if freed then grantHeads() end
-  if waiting() > 0 or not fits(token, group) then return false end
+  if not fits(token, group) or waiting() > 0 then return false end
   join(token, group, permitsHeld())
   local fence = nextFence()
   take(token, group, ttl, fence)
@@ -46,8 +46,7 @@ local function takeNow()
 end
 
 -- A try must not fail for a holder or waiter that died: the scan finds
--- them. A call that queues leaves that to its heartbeats, which grant as
--- soon as the dead are found.
+-- them. A call that queues leaves the scan to its heartbeats.
 local fence = takeNow()
 if not fence and mode == 'try' and maintain() then
   freed = true
@@ -63,5 +62,12 @@ if mode == 'try' then
 end
 local place = enqueue(token, group, permitsHeld())
 storeMeta()
+-- Room with waiters queued (their groups at their limits, or dead waiters
+-- at the head) goes to the heads now, this one's turn included: it must
+-- not wait for a heartbeat.
+if grantHeads(token) then
+  if holds(token) then return fenceOf(token) end
+  place = placeOf(token)
+end
 if mode == 'count' then return -place end
 return -1
