@@ -10,13 +10,17 @@ type NamesSideBySideResult struct {
 	// Ratio is fairlock's cycles/s over naive's; RedisRatio and
 	// ClientRatio its Redis and client CPU per cycle over naive's, as the
 	// benchmark reported them.
-	Ratio       float64   `json:"fairlock_over_naive"`
-	RedisRatio  float64   `json:"redis_ratio"`
-	ClientRatio float64   `json:"client_ratio"`
-	Naive       NamesSide `json:"naive"`
-	Fairlock    NamesSide `json:"fairlock"`
-	Line        string    `json:"line,omitempty"`
-	Note        string    `json:"note,omitempty"`
+	Ratio       float64 `json:"fairlock_over_naive"`
+	RedisRatio  float64 `json:"redis_ratio"`
+	ClientRatio float64 `json:"client_ratio"`
+	// Slices and SliceRatioSD are the spread of Ratio over the pairs of
+	// slices: its noise.
+	Slices       int       `json:"slices"`
+	SliceRatioSD float64   `json:"slice_ratio_sd"`
+	Naive        NamesSide `json:"naive"`
+	Fairlock     NamesSide `json:"fairlock"`
+	Line         string    `json:"line,omitempty"`
+	Note         string    `json:"note,omitempty"`
 }
 
 // runNamesSideBySide runs the test binary bin (go test -c ./fairlock/)
@@ -38,6 +42,7 @@ func parseNamesSideBySide(r *NamesSideBySideResult, line string) error {
 		return err
 	}
 	r.Ratio, r.RedisRatio, r.ClientRatio = m["fairlock/naive"], m["redis-ratio"], m["client-ratio"]
+	r.Slices, r.SliceRatioSD = int(m["slices"]), m["slice-ratio-sd"]
 	r.Naive, r.Fairlock = namesSideOf(m, "naive"), namesSideOf(m, "fairlock")
 	return nil
 }

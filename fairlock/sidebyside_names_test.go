@@ -12,7 +12,9 @@ package fairlock_test
 // Release, each call under a fresh context.WithTimeout. The peers take
 // turns in slices of -sidebyside.slice, as in BenchmarkSideBySide. One op
 // is one cycle of each. Reported:
-//   - fairlock/naive: cycles/s over naive's (the target: ≥ 0.95);
+//   - fairlock/naive: cycles/s over naive's (the target: ≥ 0.95), and
+//     slices and slice-ratio-sd, the spread of that ratio over the pairs
+//     of slices;
 //   - redis-ratio and client-ratio: fairlock's Redis CPU and client CPU
 //     per cycle over naive's (the targets: ≤ 1.25 each);
 //   - for each peer, cycles/s, redis-µs/cycle (used_cpu_sys +
@@ -49,6 +51,7 @@ type manyNamesPeer struct {
 	elapsed             time.Duration
 	redisCPU, clientCPU time.Duration
 	commands            int64
+	sliceRates          []float64
 }
 
 // redisStats reads Redis's CPU time and the commands it has run.
@@ -116,18 +119,7 @@ func BenchmarkSideBySideManyNames(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { locker.Close() })
-	fl := &manyNamesPeer{name: "fairlock", cycle: func(w int) error {
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		lease, err := locker.Acquire(ctx, names[w])
-		cancel()
-		if err != nil {
-			return err
-		}
-		ctx, cancel = context.WithTimeout(context.Background(), callTimeout)
-		err = lease.Release(ctx)
-		cancel()
-		return err
-	}}
+	fl := &manyNamesPeer{name: "fairlock", cycle: func(w int) error { return fairlockCycle(locker, names[w]) }}
 
 	// slice runs p's workers together for d, or until p has made its b.N
 	// cycles between them.
@@ -175,6 +167,7 @@ func BenchmarkSideBySideManyNames(b *testing.B) {
 		p.redisCPU += rcpu1 - rcpu0
 		p.clientCPU += ccpu1 - ccpu0
 		p.commands += cmds1 - cmds0 - 1 // the INFO that read cmds1
+		p.sliceRates = append(p.sliceRates, float64(n)/el.Seconds())
 	}
 
 	slice(naive, *sideBySideSlice, false)
@@ -198,6 +191,11 @@ func BenchmarkSideBySideManyNames(b *testing.B) {
 	b.ReportMetric(rate(fl)/rate(naive), "fairlock/naive")
 	b.ReportMetric(perCycle(fl.redisCPU, fl)/perCycle(naive.redisCPU, naive), "redis-ratio")
 	b.ReportMetric(perCycle(fl.clientCPU, fl)/perCycle(naive.clientCPU, naive), "client-ratio")
+	// The spread of the ratio of each naive slice and the fairlock slice
+	// after it: the noise of fairlock/naive, for the bench's comparison.
+	pairs := sliceRatios(naive.sliceRates, fl.sliceRates)
+	b.ReportMetric(float64(len(pairs)), "slices")
+	b.ReportMetric(sampleSD(pairs), "slice-ratio-sd")
 	for _, p := range []*manyNamesPeer{naive, fl} {
 		b.ReportMetric(rate(p), p.name+"-cycles/s")
 		b.ReportMetric(perCycle(p.redisCPU, p), p.name+"-redis-µs/cycle")

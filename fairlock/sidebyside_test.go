@@ -71,6 +71,47 @@ var sideBySideRelease = redis.NewScript(`if redis.call('GET', KEYS[1]) == ARGV[1
 // give a lock call, far above its round trip.
 const callTimeout = 5 * time.Second
 
+// fairlockCycle is fairlock's cycle in a user's plain style: Acquire and
+// Release of name, each under a fresh deadline.
+func fairlockCycle(l *fairlock.Locker, name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	lease, err := l.Acquire(ctx, name)
+	cancel()
+	if err != nil {
+		return err
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), callTimeout)
+	err = lease.Release(ctx)
+	cancel()
+	return err
+}
+
+// sliceRatios are the ratios of each naive slice's rate and the fairlock
+// slice's after it, sorted.
+func sliceRatios(naive, fl []float64) []float64 {
+	var pairs []float64
+	for i := range min(len(naive), len(fl)) {
+		pairs = append(pairs, fl[i]/naive[i])
+	}
+	sort.Float64s(pairs)
+	return pairs
+}
+
+// sampleSD is the sample standard deviation of xs (0 for fewer than two).
+func sampleSD(xs []float64) float64 {
+	if len(xs) < 2 {
+		return 0
+	}
+	var mean, sd float64
+	for _, x := range xs {
+		mean += x / float64(len(xs))
+	}
+	for _, x := range xs {
+		sd += (x - mean) * (x - mean)
+	}
+	return math.Sqrt(sd / float64(len(xs)-1))
+}
+
 // A sideBySidePeer is one side: its cycle, and what its slices added up to.
 type sideBySidePeer struct {
 	name           string
@@ -144,16 +185,7 @@ func BenchmarkSideBySide(b *testing.B) {
 	}
 	b.Cleanup(func() { locker.Close() })
 	fl := &sideBySidePeer{name: "fairlock", hist: make([]int64, histLen), cycle: func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
-		lease, err := locker.Acquire(ctx, name)
-		cancel()
-		if err != nil {
-			return err
-		}
-		ctx, cancel = context.WithTimeout(context.Background(), callTimeout)
-		err = lease.Release(ctx)
-		cancel()
-		return err
+		return fairlockCycle(locker, name)
 	}}
 
 	info := newClient()
@@ -228,21 +260,8 @@ func BenchmarkSideBySide(b *testing.B) {
 	b.ReportMetric(rate(fl)/rate(naive), "fairlock/naive")
 	// The ratio of each naive slice and the fairlock slice after it: their
 	// spread is the noise of the figure above.
-	var pairs []float64
-	for i := range min(len(naive.sliceRates), len(fl.sliceRates)) {
-		pairs = append(pairs, fl.sliceRates[i]/naive.sliceRates[i])
-	}
-	sort.Float64s(pairs)
-	var mean, sd float64
-	for _, r := range pairs {
-		mean += r / float64(len(pairs))
-	}
-	for _, r := range pairs {
-		sd += (r - mean) * (r - mean)
-	}
-	if len(pairs) > 1 {
-		sd = math.Sqrt(sd / float64(len(pairs)-1))
-	}
+	pairs := sliceRatios(naive.sliceRates, fl.sliceRates)
+	sd := sampleSD(pairs)
 	b.ReportMetric(float64(len(pairs)), "slices")
 	b.ReportMetric(pairs[0], "slice-ratio-min")
 	b.ReportMetric(pairs[len(pairs)/2], "slice-ratio-median")
