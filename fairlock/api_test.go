@@ -8,6 +8,7 @@ import (
 	"go/printer"
 	"go/token"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -42,7 +43,7 @@ func TestAPI(t *testing.T) {
 // without bodies, comments or unexported fields, one to a block, sorted.
 func exportedAPI(t *testing.T, dir string) string {
 	fset := token.NewFileSet()
-	pkgs, err := parser.ParseDir(fset, dir, func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }, 0)
+	paths, err := filepath.Glob(filepath.Join(dir, "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,31 +55,36 @@ func exportedAPI(t *testing.T, dir string) string {
 		}
 		blocks = append(blocks, name+": "+b.String())
 	}
-	for _, pkg := range pkgs {
-		for _, f := range pkg.Files {
-			for _, d := range f.Decls {
-				switch d := d.(type) {
-				case *ast.FuncDecl:
-					if d.Name.IsExported() && (d.Recv == nil || ast.IsExported(receiver(d))) {
-						d.Body = nil
-						print(pkg.Name, d)
+	for _, path := range paths {
+		if strings.HasSuffix(path, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, path, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range f.Decls {
+			switch d := d.(type) {
+			case *ast.FuncDecl:
+				if d.Name.IsExported() && (d.Recv == nil || ast.IsExported(receiver(d))) {
+					d.Body = nil
+					print(f.Name.Name, d)
+				}
+			case *ast.GenDecl:
+				// A group of constants stays one block: iota counts in
+				// its order.
+				var specs []ast.Spec
+				for _, s := range d.Specs {
+					if spec := exportedSpec(s); spec != nil {
+						specs = append(specs, spec)
 					}
-				case *ast.GenDecl:
-					// A group of constants stays one block: iota counts in
-					// its order.
-					var specs []ast.Spec
-					for _, s := range d.Specs {
-						if spec := exportedSpec(s); spec != nil {
-							specs = append(specs, spec)
-						}
+				}
+				for i := range specs {
+					if d.Tok == token.CONST {
+						print(f.Name.Name, &ast.GenDecl{Tok: d.Tok, Lparen: 1, Specs: specs})
+						break
 					}
-					for i := range specs {
-						if d.Tok == token.CONST {
-							print(pkg.Name, &ast.GenDecl{Tok: d.Tok, Lparen: 1, Specs: specs})
-							break
-						}
-						print(pkg.Name, &ast.GenDecl{Tok: d.Tok, Specs: specs[i : i+1]})
-					}
+					print(f.Name.Name, &ast.GenDecl{Tok: d.Tok, Specs: specs[i : i+1]})
 				}
 			}
 		}
