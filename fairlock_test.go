@@ -29,15 +29,19 @@ import (
 	"github.com/fairlock/fairlock/internal/redistest"
 )
 
-// slack is the scheduling allowance added to every timing bound: the suite
-// runs with -race on a shared 2-core machine, where a process can be kept
-// off the CPU for tens of milliseconds. FAIRLOCK_TIMING_SLACK overrides it
-// (a Go duration) on slower machines; the bound itself is always logged.
+// slack is the scheduling allowance added to every timing bound, and to
+// the order of two events seen by two processes: the suite runs with -race
+// on a shared 2-core machine, beside the other packages' tests, where a
+// process can be kept off the CPU for a few hundred milliseconds. 300 ms
+// holds with one core kept busy by another job; with a second job beside
+// (a long state-machine run), a grant was seen 305 ms after its bound.
+// FAIRLOCK_TIMING_SLACK overrides it (a Go duration) on slower machines;
+// the bound itself is always logged.
 var slack = func() time.Duration {
 	if d, err := time.ParseDuration(os.Getenv("FAIRLOCK_TIMING_SLACK")); err == nil {
 		return d
 	}
-	return 150 * time.Millisecond
+	return 300 * time.Millisecond
 }()
 
 const prefix = fairlock.DefaultKeyPrefix
@@ -1256,7 +1260,9 @@ func TestFault10_SlowNetwork(t *testing.T) {
 		// tenth of the lease) hears of the loss before anyone is granted.
 		// Scenario 5 shows the other half: paused longer, it can believe
 		// it holds after the lock passed on, and fencing protects.
-		if lost.T > g.T {
+		// Each process notes an event when it is next on a CPU: the order
+		// is checked up to the scheduling allowance.
+		if lost.T > g.T+int64(slack) {
 			t.Errorf("partitioned holder still believed it held the lease %v after the waiter was granted; margin %v", dur(lost.T-g.T), lease/10)
 		}
 		px.Refuse(false)
@@ -1382,7 +1388,7 @@ func TestFault10_SlowNetwork(t *testing.T) {
 		if grantAfter > lease+e.hb+slack {
 			t.Errorf("waiter granted %v after the holder stalled; bound lease + heartbeat %v", grantAfter, lease+e.hb)
 		}
-		if !ok || lostAfter > lease+slack || lost.T > g.T {
+		if !ok || lostAfter > lease+slack || lost.T > g.T+int64(slack) {
 			t.Errorf("LIBRARY BUG: holder whose replies stall saw ErrLost %v after the stall (seen=%v); bound lease TTL %v; "+
 				"the waiter was granted %v after the stall, so the holder believed it held the lock %v into the next holder's lease. "+
 				"Suspected cause: the heartbeat's context timeout is not applied by go-redis (Options.ContextTimeoutEnabled is false "+

@@ -42,3 +42,30 @@ func TestErrIsExactWhenTheTimerIsLate(t *testing.T) {
 		t.Fatal("Done still open after Err said ErrLost")
 	}
 }
+
+// TestHeartbeatOnAnIdleLockLeavesNoKey: a heartbeat built while its waiter
+// was queued can reach Redis after the waiter was granted and left. On the
+// idle lock it finds, it must leave no key behind (the scan's schedule it
+// writes included), for every kind.
+func TestHeartbeatOnAnIdleLockLeavesNoKey(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	l, err := New(srv.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	ctx := context.Background()
+	for _, k := range []*kind{mutexKind, semaphoreKind, rwKind} {
+		c := &heartbeatCall{ref: l.refs.get(k, "idle"), capacity: "", limit: 0, waiters: []*waiter{{token: "gone:1"}}}
+		if k != mutexKind {
+			c.capacity = 2
+		}
+		if err := l.runHeartbeats(ctx, []*heartbeatCall{c}, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if keys := rdb.Keys(ctx, "*idle*").Val(); len(keys) != 0 {
+			t.Errorf("%s: a heartbeat on an idle lock left %q", k.lock, keys)
+		}
+	}
+}

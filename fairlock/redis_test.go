@@ -680,9 +680,11 @@ func TestHeartbeatIsBatched(t *testing.T) {
 	ctx := withTimeout(t, 30*time.Second)
 	// A holder that never heartbeats, so that only the waiters' Locker does.
 	mustAcquire(t, newLocker(t, srv.Client(t), fairlock.WithLeaseTTL(time.Minute), fairlock.WithAutoRenew(false)), "many")
-	// A waiter TTL of 1.5 s leaves room for a machine loaded by the other
-	// packages' tests: 1,000 waiters queueing at once crowd the client pool.
-	l := newLocker(t, srv.Client(t), fairlock.WithLeaseTTL(time.Minute), fairlock.WithWaiterTTL(1500*time.Millisecond))
+	// A waiter TTL of 3 s leaves room for a machine loaded by the other
+	// packages' tests: a waiter whose session lapsed would queue anew with
+	// a call of its own, and 1,000 waiters queueing at once crowd the
+	// client pool. (At 1.5 s, a loaded run saw 1,381 calls in 4 periods.)
+	l := newLocker(t, srv.Client(t), fairlock.WithLeaseTTL(time.Minute), fairlock.WithWaiterTTL(3*time.Second))
 	wctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	const n = 1000
@@ -698,7 +700,7 @@ func TestHeartbeatIsBatched(t *testing.T) {
 		<-queued
 	}
 	before := evalCalls(t, rdb)
-	const periods = 4
+	const periods = 3
 	time.Sleep(periods * l.Heartbeat())
 	calls := evalCalls(t, rdb) - before
 	t.Logf("%d waiters on one Locker: %d script calls in %d heartbeat periods", n, calls, periods)

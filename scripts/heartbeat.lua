@@ -14,6 +14,9 @@ admitAtFullMemory()
 openStore(tonumber(ARGV[6]), tonumber(ARGV[7]), false)
 maintain(true)
 grantHeads()
+-- A heartbeat sent before its waiters were granted and left may reach an
+-- idle lock: the scan's schedule it just wrote must not outlive them.
+settle(true)
 local tokens = {unpack(ARGV, 10)}
 local reply = {}
 if #tokens == 0 then return reply end

@@ -16,7 +16,8 @@
 --   groupOf(token)               the group a queued token named ("": none)
 --   lineOfGroup(group)           the list of a group's waiters
 --   keepQueue()                  keep the queue's keys keepTTL ms more
--- and this one also emptied(): did this call take the last waiter off.
+-- and this one also emptied(anyway): did this call take the last waiter
+-- off (with anyway, is nobody waiting).
 --   setGrouping(parties, limit)  the groups' state, read by openStore
 
 local function setGrouping() end
@@ -45,9 +46,9 @@ local function leave(token)
   return left
 end
 
--- emptied costs a command only after waiters were taken off: never on an
--- uncontended release.
-local function emptied() return tookOff and waiting() == 0 end
+-- emptied costs a command only after waiters were taken off, or when
+-- asked anyway: never on an uncontended release.
+local function emptied(anyway) return (tookOff or anyway) and waiting() == 0 end
 
 local function groupOf() return '' end
 

@@ -15,8 +15,9 @@
 --   take(token, group, ttl, fence)  grant token, its record living ttl
 --                              ms; returns hasRoom()
 --   drop(token)                free token's permits; returns whether it held
---   settle()                   forget what an idle lock needs no more:
---                              its state
+--   settle(anyway)             forget what an idle lock needs no more:
+--                              its state (anyway: look even if this
+--                              call took no waiter off)
 --   holds(token)               does token hold permits
 --   renew(token, ttl)          make token's record live at least ttl ms
 --                              more (never shorter: a renewal that comes
@@ -70,8 +71,8 @@ end
 
 -- The state holds only the scan's schedule, which a lock with nobody
 -- waiting does not need.
-local function settle()
-  if emptied() then redis.call('DEL', stateKey) end
+local function settle(anyway)
+  if emptied(anyway) then redis.call('DEL', stateKey) end
 end
 
 local function holds(token) return current() == token end
