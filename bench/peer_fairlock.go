@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -129,6 +130,59 @@ func fairlockPeer() peer {
 		},
 		KindSettings: "Locker.Semaphore(name, capacity).Acquire(ctx, n) and Locker.RWMutex(name).RLock/Lock, with OnQueued to note when the call joined the queue; the lease's Fence gives the grant order; the tenants row's groups: Acquire(ctx, 1, WithGroup(tenant))",
 	}
+}
+
+// fairlockSharedPeer is fairlock as the README uses it: every worker of
+// one process on one Locker (and so one client). Mutex rows only.
+func fairlockSharedPeer() peer {
+	var shared sharedLocker
+	return peer{
+		Name:       "fairlock-shared",
+		Settings:   "fairlock (this repo), one Locker and one client shared by every worker of a process, WithLeaseTTL(lease)",
+		Redis:      true,
+		Concurrent: true,
+		New:        shared.worker,
+	}
+}
+
+// sharedLocker is the Locker a fairlock-shared worker set shares: opened
+// by its first worker, closed by its last.
+type sharedLocker struct {
+	mu    sync.Mutex
+	users int
+	w     *fairlockWorker
+}
+
+// sharedWorker is one worker's handle on the shared Locker.
+type sharedWorker struct {
+	*fairlockWorker
+	owner *sharedLocker
+}
+
+func (s *sharedLocker) worker(e *env, c *counters) (worker, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.w == nil {
+		w, err := newFairlockWorker(e, c)
+		if err != nil {
+			return nil, err
+		}
+		s.w = w
+	}
+	s.users++
+	return sharedWorker{s.w, s}, nil
+}
+
+func (w sharedWorker) Close() error {
+	s := w.owner
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.users--; s.users > 0 {
+		return nil
+	}
+	err := s.w.Close()
+	s.w = nil
+	return err
 }
 
 func init() {

@@ -307,6 +307,7 @@ func newEtcdWorker(e *env, c *counters) (worker, error) {
 func allPeers() []peer {
 	return []peer{
 		fairlockPeer(),
+		fairlockSharedPeer(),
 		{
 			Name:       "redislock",
 			Settings:   "bsm/redislock v0.10.0, Obtain with RetryStrategy LinearBackoff(spin), ctx deadline, TTL=lease",

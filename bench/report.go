@@ -197,6 +197,10 @@ func evalTargets(res *Results) []Target {
 		if bs != nil {
 			add(area, "grants/s ≥ 1.05× best spinning peer", fmt.Sprintf("%.0f vs %s %.0f = %.3f×", f.GrantsPerSec, bs.Peer, bs.GrantsPerSec, f.GrantsPerSec/bs.GrantsPerSec), f.GrantsPerSec >= 1.05*bs.GrantsPerSec)
 		}
+		if sh := findContended(res, "fairlock-shared", v); sh != nil && bs != nil && sh.GrantsPerSec > 0 {
+			add(area, "one Locker shared by the workers: grants/s ≥ 0.98× best spinning peer",
+				fmt.Sprintf("%.0f vs %s %.0f = %.3f×", sh.GrantsPerSec, bs.Peer, bs.GrantsPerSec, sh.GrantsPerSec/bs.GrantsPerSec), sh.GrantsPerSec >= 0.98*bs.GrantsPerSec)
+		}
 		if et := findContended(res, "etcd", v); et != nil && et.GrantsPerSec > 0 {
 			add(area, "grants/s ≥ 4.5× etcd", fmt.Sprintf("%.0f vs %.0f = %.2f×", f.GrantsPerSec, et.GrantsPerSec, f.GrantsPerSec/et.GrantsPerSec), f.GrantsPerSec >= 4.5*et.GrantsPerSec)
 		} else {
