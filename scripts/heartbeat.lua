@@ -14,24 +14,26 @@ admitAtFullMemory()
 openStore(tonumber(ARGV[6]), tonumber(ARGV[7]), false)
 maintain(true)
 grantHeads()
--- A heartbeat sent before its waiters were granted and left may reach an
--- idle lock: the scan's schedule it just wrote must not outlive them.
-settle(true)
 local tokens = {unpack(ARGV, 10)}
 local reply = {}
 if #tokens == 0 then return reply end
 local queued = redis.call('ZMSCORE', orderKey, unpack(tokens))
 local positions = ARGV[8] == '1'
+local waits = false
 for i, token in ipairs(tokens) do
   local status = 0
   if queued[i] then
-    status = -1
+    waits, status = true, -1
     if positions then status = -placeOf(token) end
   elseif holds(token) then
     status = fenceOf(token)
   end
   reply[i] = status
 end
+-- A heartbeat sent before its waiters were granted and left may reach an
+-- idle lock: the scan's schedule it wrote must not outlive them. While one
+-- of them waits, the lock is not idle, and no command is spent to ask.
+if not waits then settle(true) end
 if ARGV[9] == '1' then
   keepQueue()
   keepFor(metaKey, keepTTL, false)
