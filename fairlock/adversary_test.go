@@ -346,7 +346,23 @@ func TestWaiterKilledAsGranted(t *testing.T) {
 			killed := time.Now()
 			released(t, held)
 			bound := waiter + waiter/3 + slack
-			s, _ := await(t, next, lease)
+			var s *fairlock.Lease
+			select {
+			case r := <-next:
+				if r.err != nil {
+					t.Fatalf("Acquire: %v", r.err)
+				}
+				s = r.lease
+			case <-time.After(lease):
+				// Seen once, in a CI run beside a long state-machine run;
+				// what the lock looked like says where it stuck.
+				lk := fairlock.LockMutex
+				if kind == "semaphore" {
+					lk = fairlock.LockSemaphore
+				}
+				st, err := w.Inspect(ctx, lk, "dies")
+				t.Fatalf("no grant within %v; the lock then: %+v (%v)", lease, st, err)
+			}
 			took := time.Since(killed)
 			t.Logf("the next waiter was granted %v after the head died as it was granted (bound %v)", took, bound)
 			if took > bound {
