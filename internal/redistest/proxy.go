@@ -229,6 +229,22 @@ func (p *Proxy) track(c net.Conn) {
 	p.mu.Unlock()
 }
 
+// trackPair keeps a new connection's two sides, unless new connections
+// were refused while it was being dialled: then it closes them. Under
+// p.mu, as Cut is, so that a Refuse then a Cut leave no connection open,
+// however long the dial took.
+func (p *Proxy) trackPair(c, s net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.refuse.Load() {
+		c.Close()
+		s.Close()
+		return false
+	}
+	p.conns[c], p.conns[s] = struct{}{}, struct{}{}
+	return true
+}
+
 func (p *Proxy) untrack(c net.Conn) {
 	p.mu.Lock()
 	delete(p.conns, c)
@@ -251,8 +267,9 @@ func (p *Proxy) accept() {
 			c.Close()
 			continue
 		}
-		p.track(c)
-		p.track(s)
+		if !p.trackPair(c, s) {
+			continue
+		}
 		p.wg.Add(2)
 		go p.pipe(c, s, &p.up, s)
 		go p.pipe(s, c, &p.down, nil)
