@@ -613,6 +613,11 @@ func faultContention(t *testing.T, k kind, procs, gor int, d time.Duration) {
 	r := e.check(CheckOpts{HandoffBound: e.hb})
 	if r.Lost != 0 {
 		t.Errorf("%d leases lost under plain contention", r.Lost)
+		for _, ev := range e.c.H.Events() {
+			if ev.Kind == "lost" || (ev.Kind == "rel" && ev.Err != "ok") {
+				t.Logf("lost: %s", ev)
+			}
+		}
 	}
 	tries := e.c.H.Count(func(ev Ev) bool { return ev.Kind == "acqerr" && ev.Err == "notacquired" })
 	tryWins := 0
