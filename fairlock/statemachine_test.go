@@ -876,11 +876,7 @@ func (m *machine) checkRedis(rt *rapid.T) {
 		if sum > lk.cap || (writers > 0 && len(holders) > 1) {
 			rt.Fatalf("%s: holders %v hold %d permits of %d", lk.name, holders, sum, lk.cap)
 		}
-		// With no holders the holders' key is gone, and it can go before
-		// the state: a Locker with shorter TTLs made it anew, shorter-lived.
-		// The next call of any script counts 0 then (openStore); nothing
-		// reads the count before that.
-		if used, ok := state["used"]; ok && used != fmt.Sprint(sum) && len(holders) > 0 {
+		if used, ok := state["used"]; ok && used != fmt.Sprint(sum) {
 			rt.Fatalf("%s: state counts %s permits in use, its holders %d (%v)", lk.name, used, sum, holders)
 		}
 	}

@@ -87,7 +87,12 @@ local function take(token, group, ttl, fence)
   redis.call('HSET', stateKey, 'used', used, token, string.format('%d', fence))
   groupTook(token, group, n)
   -- Both keys at once (counted/state.lua), at least as long as the record.
-  keepFor(holdersKey, math.max(ttl, keepTTL), first)
+  -- A holders' key made anew lives at least as long as the state, which a
+  -- Locker with a longer keepTTL may have kept longer: the state counts
+  -- what the key lists, and must not outlive it.
+  local holdersTTL = math.max(ttl, keepTTL)
+  if first then holdersTTL = math.max(holdersTTL, redis.call('PTTL', stateKey)) end
+  keepFor(holdersKey, holdersTTL, first)
   keepFor(stateKey, keepTTL, false)
   return used < cap
 end
