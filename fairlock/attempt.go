@@ -58,6 +58,10 @@ func (a *attempt) configure(opts []AcquireOption) error {
 		return fmt.Errorf("%w: only a semaphore takes WithGroup, not a %v", ErrInvalid, a.req.ref.kind.lock)
 	case c.hasGroup && (c.group == "" || len(c.group) > MaxGroupLen):
 		return fmt.Errorf("%w: group name %s is empty or longer than MaxGroupLen (%d bytes)", ErrInvalid, quoteName(c.group), MaxGroupLen)
+	case c.hasWeight && !c.hasGroup:
+		return fmt.Errorf("%w: WithGroupWeight needs WithGroup", ErrInvalid)
+	case c.hasWeight && (c.weight < 1 || c.weight > MaxGroupWeight):
+		return fmt.Errorf("%w: group weight %d is outside 1..MaxGroupWeight (%d)", ErrInvalid, c.weight, MaxGroupWeight)
 	}
 	if a.wait {
 		a.mode = modeWait
@@ -240,6 +244,7 @@ func (l *Locker) newWaiter(a *attempt) (w *waiter, open []any) {
 		session:    s,
 		token:      s.id + ":" + strconv.FormatUint(b.seq, 36) + a.req.suffix,
 		group:      a.cfg.group,
+		weight:     max(a.cfg.weight, 1),
 		meta:       a.cfg.metadata,
 		start:      a.start,
 		onPosition: a.cfg.onPosition,

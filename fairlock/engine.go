@@ -91,6 +91,7 @@ type waiter struct {
 	token    string
 	tokenArg any // token, boxed once for the commands that carry it
 	group    string
+	weight   int       // its group's weight, 1 without WithGroupWeight
 	meta     string    // its Acquire's WithMetadata, "" if none
 	start    time.Time // when its Acquire call began, for Event.Wait
 	// sent is when the request that queued it was sent: its grant's record
@@ -112,7 +113,7 @@ type waiter struct {
 
 // event starts an Event about w.
 func (w *waiter) event(kind EventKind) Event {
-	return Event{Kind: kind, Name: w.ref.name, Lock: w.ref.kind.lock, Shared: w.req.shared, Permits: w.req.permits, Group: w.group, Token: w.token}
+	return Event{Kind: kind, Name: w.ref.name, Lock: w.ref.kind.lock, Shared: w.req.shared, Permits: w.req.permits, Group: w.group, Weight: groupWeight(w.group, w.weight), Token: w.token}
 }
 
 func (b *books) forget(w *waiter) {
@@ -141,6 +142,7 @@ type Lease struct {
 	shared   bool // a read-write lock's reader
 	permits  int
 	group    string
+	weight   int // its group's weight when granted
 	token    string
 	tokenArg any // token, boxed once (its waiter's)
 	fence    int64
@@ -161,7 +163,15 @@ type Lease struct {
 
 // event starts an Event about s.
 func (s *Lease) event(kind EventKind) Event {
-	return Event{Kind: kind, Name: s.ref.name, Lock: s.ref.kind.lock, Shared: s.shared, Permits: s.permits, Group: s.group, Token: s.token}
+	return Event{Kind: kind, Name: s.ref.name, Lock: s.ref.kind.lock, Shared: s.shared, Permits: s.permits, Group: s.group, Weight: groupWeight(s.group, s.weight), Token: s.token}
+}
+
+// groupWeight is Event.Weight: a request's group weight, 0 without a group.
+func groupWeight(group string, weight int) int {
+	if group == "" {
+		return 0
+	}
+	return weight
 }
 
 // A withdrawal is a token that Redis may still hold, queued or granted,

@@ -99,6 +99,7 @@ type Event struct {
 	Shared   bool      // a read-write lock's reader (RLock, TryRLock, DoRead), which shares it
 	Permits  int       // permits asked for or held: n for LockSemaphore, else 1
 	Group    string    // the request's group (WithGroup), "" if none
+	Weight   int       // the weight its request gave the group (WithGroupWeight, 1 by default), 0 without a group
 	Token    string    // the waiter's or lease's token
 	Position int       // EventEnqueued, EventMoved: 1 is next in line
 	Fence    int64     // EventGranted, EventReleased, EventLost

@@ -232,11 +232,11 @@ func FuzzReplies(f *testing.F) {
 	f.Add(enc(arr(2), i64(1), i64(1795989491926942)), "tok:1 1795989491926942")
 	f.Add(enc(arr(2), i64(2), i64(3)), "a:b:c 12")
 	f.Add(enc(arr(5), i64(0), i64(1795989491926942), i64(1),
-		arr(5), str("l.1:1"), i64(345), i64(1795989491926942), str("job 7"), str(""),
-		arr(4), str("w.1:2"), i64(500), str(""), str("tenant")), "x 0")
+		arr(6), str("l.1:1"), i64(345), i64(1795989491926942), str("job 7"), str(""), i64(1),
+		arr(5), str("w.1:2"), i64(500), str(""), str("tenant"), i64(3)), "x 0")
 	f.Add(enc(arr(5), i64(3), i64(0), i64(0), arr(0), arr(0)), " 5")
-	f.Add(enc(arr(5), i64(3), i64(7), i64(2), arr(5), str("l.1:1#2"), i64(345), i64(9), str(""), str(""),
-		arr(4), str("w.1:2"), i64(500), i64(1), str("")), "x 1")
+	f.Add(enc(arr(5), i64(3), i64(7), i64(2), arr(6), str("l.1:1#2"), i64(345), i64(9), str(""), str(""), i64(1),
+		arr(5), str("w.1:2"), i64(500), i64(1), str(""), i64(1)), "x 1")
 	f.Add(enc(arr(3), i64(1), i64(-1), i64(0)), "tok -7")
 	f.Add(enc(arr(2), arr(1), str("old.1:1"), arr(2), str("new.1:1"), i64(1795989491926943)), "f 1")
 	f.Add(enc(arr(2), arr(1), str("old.1:1"), arr(0)), "f 2")
@@ -267,16 +267,17 @@ func FuzzReplies(f *testing.F) {
 			}
 			arr := reply.([]any)
 			holders, waiters := arr[3].([]any), arr[4].([]any)
-			if len(st.Holders) != len(holders)/5 || len(st.Waiters) != len(waiters)/4 || arr[1] != any(st.Fence) || arr[2] != any(int64(st.Queued)) {
+			if len(st.Holders) != len(holders)/6 || len(st.Waiters) != len(waiters)/5 || arr[1] != any(st.Fence) || arr[2] != any(int64(st.Queued)) {
 				t.Fatalf("parseSnapshot(%#v) = %+v", reply, st)
 			}
 			for i, h := range st.Holders {
-				if holders[5*i] != any(h.Token) || holders[5*i+3] != any(h.Metadata) || holders[5*i+4] != any(h.Group) || h.Permits < 1 {
+				if holders[6*i] != any(h.Token) || holders[6*i+3] != any(h.Metadata) || holders[6*i+4] != any(h.Group) ||
+					holders[6*i+5] != any(int64(h.Weight)) || h.Permits < 1 {
 					t.Fatalf("parseSnapshot(%#v): holder %d is %+v", reply, i, h)
 				}
 			}
 			for i, w := range st.Waiters {
-				if w.Position != i+1 || waiters[4*i] != any(w.Token) || waiters[4*i+2] != any(w.Metadata) {
+				if w.Position != i+1 || waiters[5*i] != any(w.Token) || waiters[5*i+2] != any(w.Metadata) || waiters[5*i+4] != any(int64(w.Weight)) {
 					t.Fatalf("parseSnapshot(%#v): waiter %d is %+v", reply, i, w)
 				}
 			}

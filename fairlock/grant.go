@@ -103,6 +103,7 @@ func (l *Locker) newLease(w *waiter, fence int64, marked bool) (s *Lease, closed
 		shared:   w.req.shared,
 		permits:  w.req.permits,
 		group:    w.group,
+		weight:   w.weight,
 		token:    w.token,
 		tokenArg: w.tokenArg,
 		fence:    fence,

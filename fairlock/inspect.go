@@ -34,6 +34,7 @@ type Holder struct {
 	TTL      time.Duration // how long Redis keeps it if its Locker stops renewing
 	Metadata string        // WithMetadata, "" if none
 	Group    string        // WithGroup, "" if none
+	Weight   int           // its group's weight (WithGroupWeight): 1 without one
 }
 
 // A Waiter is one live waiter in a lock's queue.
@@ -45,6 +46,7 @@ type Waiter struct {
 	TTL      time.Duration // how long it keeps its place if its Locker stops
 	Metadata string
 	Group    string
+	Weight   int
 }
 
 // Inspect reads the state of the lock of kind k (LockMutex, LockSemaphore
@@ -86,30 +88,32 @@ func parseSnapshot(reply any, kd *kind) (State, bool) {
 	case rwKind:
 		st.Capacity = MaxCapacity
 	}
-	ok = records(arr[3], 5, func(f []any) bool {
+	ok = records(arr[3], 6, func(f []any) bool {
 		s, ok1 := strs(f[0], f[3], f[4])
 		left, ok2 := f[1].(int64)
 		fence, ok3 := f[2].(int64)
-		if !ok1 || !ok2 || !ok3 {
+		weight, ok4 := f[5].(int64)
+		if !ok1 || !ok2 || !ok3 || !ok4 {
 			return false
 		}
 		shared, permits := requestOf(kd, s[0])
 		st.Holders = append(st.Holders, Holder{Token: s[0], Shared: shared, Permits: permits, Fence: fence,
-			TTL: time.Duration(left) * time.Millisecond, Metadata: s[1], Group: s[2]})
+			TTL: time.Duration(left) * time.Millisecond, Metadata: s[1], Group: s[2], Weight: int(weight)})
 		if kd == rwKind {
 			permits = 1
 		}
 		st.InUse += permits
 		return true
-	}) && records(arr[4], 4, func(f []any) bool {
+	}) && records(arr[4], 5, func(f []any) bool {
 		s, ok1 := strs(f[0], f[2], f[3])
 		left, ok2 := f[1].(int64)
-		if !ok1 || !ok2 {
+		weight, ok3 := f[4].(int64)
+		if !ok1 || !ok2 || !ok3 {
 			return false
 		}
 		shared, permits := requestOf(kd, s[0])
 		st.Waiters = append(st.Waiters, Waiter{Token: s[0], Shared: shared, Permits: permits, Position: len(st.Waiters) + 1,
-			TTL: time.Duration(left) * time.Millisecond, Metadata: s[1], Group: s[2]})
+			TTL: time.Duration(left) * time.Millisecond, Metadata: s[1], Group: s[2], Weight: int(weight)})
 		return true
 	})
 	return st, ok

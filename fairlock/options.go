@@ -194,6 +194,8 @@ type acquireConfig struct {
 	metadata   string
 	group      string
 	hasGroup   bool
+	weight     int
+	hasWeight  bool
 }
 
 // OnQueued calls fn each time the call joins the queue, with its position
@@ -224,16 +226,33 @@ func WithMetadata(s string) AcquireOption {
 }
 
 // WithGroup makes a semaphore request part of group, a tenant or a
-// customer, for fair share across groups: when permits come free, the next
-// grant goes to the group that holds the fewest permits now, and among
-// those to the one served least recently (a group never served first).
-// Within a group, requests are granted in strict FIFO order, and a group's
-// head that does not fit holds up everyone, so a large request is never
-// starved. Requests without a group form one group of their own. The
-// mutex and the read-write lock take no groups: Acquire returns
-// ErrInvalid. The name is at most MaxGroupLen bytes and not empty.
+// customer, for fair share across groups: while groups wait, each gets a
+// share of the permit-time (permits × time held) in proportion to its
+// weight (WithGroupWeight, 1 by default), so at equal weights a group
+// whose holds are longer gets fewer grants. When permits come free, the
+// next grant goes to the group that used the least permit-time for its
+// weight; a group that starts to wait cannot claim credit for the time it
+// was away. Within a group, requests are granted in strict FIFO order,
+// and a group's head that does not fit holds up everyone, so a large
+// request is never starved. Requests without a group form one group of
+// their own, of weight 1. The mutex and the read-write lock take no
+// groups: Acquire returns ErrInvalid. The name is at most MaxGroupLen
+// bytes and not empty.
 func WithGroup(name string) AcquireOption {
 	return func(c *acquireConfig) { c.group, c.hasGroup = name, true }
+}
+
+// MaxGroupWeight is the largest weight WithGroupWeight takes.
+const MaxGroupWeight = 1000
+
+// WithGroupWeight gives the request's group (WithGroup, which it needs)
+// weight w, from 1 to MaxGroupWeight, 1 by default: while groups wait, a
+// group of weight 2 gets twice the permit-time of a group of weight 1. A
+// group's weight is the one its most recent request named, and Inspect
+// shows it. WithGroupLimit still caps every group, whatever its weight.
+// Outside that range, or without WithGroup, Acquire returns ErrInvalid.
+func WithGroupWeight(w int) AcquireOption {
+	return func(c *acquireConfig) { c.weight, c.hasWeight = w, true }
 }
 
 // A SemaphoreOption configures a Semaphore in Locker.Semaphore.

@@ -77,7 +77,7 @@ func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Le
 // So a call already sent ends when go-redis returns (its read timeout, or
 // the context's deadline with ContextTimeoutEnabled), and then leaves.
 func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, error) {
-	args := w.ref.call(w.tokenArg, a.mode, metaValue(w.meta), a.req.capacity, a.req.limit, w.group)
+	args := w.ref.call(w.tokenArg, a.mode, metaValue(w.meta), a.req.capacity, a.req.limit, w.group, w.weight)
 	args = append(args, open...)
 	a.l.books.mu.Lock()
 	w.sent = time.Now()

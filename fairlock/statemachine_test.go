@@ -335,7 +335,7 @@ func (m *machine) busy(rt *rapid.T) int {
 }
 
 // acquirer is the call a request makes on a Locker.
-func (m *machine) acquirer(i, lock int, permits int, group string, write, try bool) func(context.Context, ...fairlock.AcquireOption) (*fairlock.Lease, error) {
+func (m *machine) acquirer(i, lock int, permits int, group string, weight int, write, try bool) func(context.Context, ...fairlock.AcquireOption) (*fairlock.Lease, error) {
 	l, lk := m.lockers[i].l, smLocks[lock]
 	switch lk.kind {
 	case fairlock.LockSemaphore:
@@ -347,6 +347,9 @@ func (m *machine) acquirer(i, lock int, permits int, group string, write, try bo
 		return func(ctx context.Context, o ...fairlock.AcquireOption) (*fairlock.Lease, error) {
 			if group != "" {
 				o = append(o, fairlock.WithGroup(group))
+			}
+			if weight > 0 {
+				o = append(o, fairlock.WithGroupWeight(weight))
 			}
 			return take(ctx, permits, o...)
 		}
@@ -379,22 +382,26 @@ func (m *machine) semaphore(l *fairlock.Locker, lk smLock) *fairlock.Semaphore {
 }
 
 // request draws what a call asks for. A request of the grouped semaphore
-// asks for no more than its group may hold.
-func (m *machine) request(rt *rapid.T, lock int) (permits int, group string, write bool) {
+// asks for no more than its group may hold, and may weigh its group (0:
+// no WithGroupWeight), which changes the group's weight.
+func (m *machine) request(rt *rapid.T, lock int) (permits int, group string, weight int, write bool) {
 	switch lk := smLocks[lock]; lk.kind {
 	case fairlock.LockSemaphore:
 		most := lk.cap
 		if lk.limit > 0 {
 			group = rapid.SampledFrom(smGroups).Draw(rt, "group")
+			if group != "" {
+				weight = rapid.SampledFrom([]int{0, 1, 3, fairlock.MaxGroupWeight}).Draw(rt, "weight")
+			}
 			most = lk.limit
 		}
-		return rapid.IntRange(1, most).Draw(rt, "permits"), group, false
+		return rapid.IntRange(1, most).Draw(rt, "permits"), group, weight, false
 	case fairlock.LockRWMutex:
 		if write = rapid.Bool().Draw(rt, "write"); write {
-			return fairlock.MaxCapacity, "", true
+			return fairlock.MaxCapacity, "", 0, true
 		}
 	}
-	return 1, "", write
+	return 1, "", 0, write
 }
 
 func (m *machine) Acquire(rt *rapid.T) {
@@ -406,11 +413,11 @@ func (m *machine) Acquire(rt *rapid.T) {
 	if busy {
 		rt.Skip("one waiting call per Locker and lock")
 	}
-	permits, group, write := m.request(rt, lock)
+	permits, group, weight, write := m.request(rt, lock)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	c := &smCall{locker: i, lock: lock, permits: permits, group: group, gen: m.gen, started: time.Now(), cancel: cancel,
 		queued: make(chan struct{}), done: make(chan result, 1)}
-	acquire := m.acquirer(i, lock, permits, group, write, false)
+	acquire := m.acquirer(i, lock, permits, group, weight, write, false)
 	var once sync.Once
 	go func() {
 		s, err := acquire(ctx, fairlock.OnQueued(func(int) { once.Do(func() { close(c.queued) }) }))
@@ -435,11 +442,11 @@ func (m *machine) Acquire(rt *rapid.T) {
 func (m *machine) TryAcquire(rt *rapid.T) {
 	i := m.alive(rt)
 	lock := rapid.IntRange(0, len(smLocks)-1).Draw(rt, "lock")
-	permits, group, write := m.request(rt, lock)
+	permits, group, weight, write := m.request(rt, lock)
 	started := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := m.acquirer(i, lock, permits, group, write, true)(ctx)
+	s, err := m.acquirer(i, lock, permits, group, weight, write, true)(ctx)
 	if err == nil {
 		m.granted(rt, &smCall{locker: i, lock: lock, permits: permits, group: group, gen: m.gen, started: started, returned: time.Now()}, s)
 	}
@@ -885,9 +892,9 @@ func (m *machine) checkRedis(rt *rapid.T) {
 // checkGroups checks a grouped semaphore: its groups' lines together hold
 // the order set's tokens, once each and each line in arrival order; each
 // group's count of permits is the sum over its holders, and within the
-// limit.
+// limit; and the groups' clocks (checkClocks).
 func (m *machine) checkGroups(rt *rapid.T, base string, lk smLock) {
-	keys := []string{base + "order", base + "state", base + "holders"}
+	keys := []string{base + "order", base + "state", base + "holders", base + "groups"}
 	for _, g := range smGroups {
 		if g == "" {
 			keys = append(keys, base+"queue")
@@ -908,7 +915,7 @@ func (m *machine) checkGroups(rt *rapid.T, base string, lk smLock) {
 	lined := 0
 	for i, g := range smGroups {
 		last := -1.0
-		for _, tok := range r[3+i] {
+		for _, tok := range r[4+i] {
 			at, ok := arrival[tok]
 			if !ok || at <= last || state["g:"+tok] != g {
 				rt.Fatalf("%s: line of group %q has %s out of place (order %v, its group %q)", lk.name, g, tok, order, state["g:"+tok])
@@ -934,6 +941,52 @@ func (m *machine) checkGroups(rt *rapid.T, base string, lk smLock) {
 		}
 		if ok && c != fmt.Sprint(n) {
 			rt.Fatalf("%s: group %q counted as holding %s permits, its holders %d", lk.name, g, c, n)
+		}
+	}
+	m.checkClocks(rt, lk, state, holders, order, r[3])
+}
+
+// checkClocks checks what a grouped semaphore's state keeps for its
+// groups' clocks (lib/counted/queue.lua): a grant record (t:) only for a
+// holder; a party's group (g:) only for a holder or a waiter; a group's
+// fields only while it has a party; and groupsKey lists each group whose
+// line has a head its limit lets in, with its member and its clock as the
+// state says. Outside grouped mode none of them is kept.
+func (m *machine) checkClocks(rt *rapid.T, lk smLock, state map[string]string, holders, order, groupsFlat []string) {
+	party := map[string]bool{}
+	for _, tok := range append(slices.Clone(holders), order...) {
+		party[tok] = true
+	}
+	grouped := state["grouped"] != "" && state["grouped"] != "0"
+	hasParty := map[string]bool{}
+	for tok := range party {
+		if g, ok := state["g:"+tok]; ok {
+			hasParty[g] = true
+		} else if grouped {
+			hasParty[""] = true
+		}
+	}
+	for f := range state {
+		kind, rest, ok := strings.Cut(f, ":")
+		if !ok || len(kind) != 1 || !strings.Contains("tghsvewm", kind) {
+			continue
+		}
+		switch {
+		case !grouped:
+			rt.Fatalf("%s: not in grouped mode, the state still keeps %s", lk.name, f)
+		case kind == "t" && !slices.Contains(holders, rest):
+			rt.Fatalf("%s: grant record %s of no holder (holders %v)", lk.name, f, holders)
+		case kind == "g" && !party[rest]:
+			rt.Fatalf("%s: group of %s, neither holder nor waiter", lk.name, f)
+		case kind != "t" && kind != "g" && !hasParty[rest]:
+			rt.Fatalf("%s: %s kept for group %q, which has no party", lk.name, f, rest)
+		}
+	}
+	members, scores := pairs(groupsFlat)
+	for _, member := range members {
+		_, g, _ := strings.Cut(member, ":")
+		if state["m:"+g] != member || state["v:"+g] != scores[member] {
+			rt.Fatalf("%s: groups set has %s at clock %s; the state says member %q, clock %q", lk.name, member, scores[member], state["m:"+g], state["v:"+g])
 		}
 	}
 }

@@ -6,17 +6,18 @@
 -- ARGV[6] token, ARGV[7] "try" (never queue), "wait" (queue), or "count"
 -- (queue and count the place), ARGV[8] the caller's metadata or "",
 -- ARGV[9] the capacity ("" for a mutex), ARGV[10] the group limit (0:
--- none), ARGV[11] the group or "", and, when the caller opens its session
--- with this call, ARGV[12] its lease TTL, ARGV[13] its waiter TTL and
--- ARGV[14] the TTL of its grants' records, in ms.
+-- none), ARGV[11] the group or "", ARGV[12] the group's weight (1 to
+-- 1000), and, when the caller opens its session with this call, ARGV[13]
+-- its lease TTL, ARGV[14] its waiter TTL and ARGV[15] the TTL of its
+-- grants' records, in ms.
 -- Reply: an integer: the fence (> 0) if granted; 0 if not granted and not
 -- queued ("try"); if queued, -place under "count" (1 is next), else -1.
 -- Errors: ERR_SESSION_GONE if the caller's session is gone,
 -- ERR_WITHDRAWN if its caller withdrew token already, and
 -- ERR_CAPACITY, then the capacity and the limit, if the semaphore is in
 -- use with another capacity or group limit; then nothing changed.
-local token, mode, meta, group = ARGV[6], ARGV[7], ARGV[8], ARGV[11]
-if ARGV[12] then openSession(token, ARGV[12], ARGV[13], ARGV[14]) end
+local token, mode, meta, group, groupWeight = ARGV[6], ARGV[7], ARGV[8], ARGV[11], ARGV[12]
+if ARGV[13] then openSession(token, ARGV[13], ARGV[14], ARGV[15]) end
 -- A request that reaches Redis after its caller withdrew (cancel.lua)
 -- changes nothing.
 if withdrawn(token) then return redis.error_reply('ERR_WITHDRAWN') end
@@ -39,7 +40,7 @@ end
 local function takeNow()
   if freed then grantHeads() end
   if not fits(token, group) or waiting() > 0 then return false end
-  join(token, group, permitsHeld())
+  join(token, group, permitsHeld(), groupWeight)
   local fence = nextFence()
   take(token, group, ttl, fence)
   return fence
@@ -60,7 +61,7 @@ if mode == 'try' then
   settle()
   return 0
 end
-local place = enqueue(token, group, permitsHeld())
+local place = enqueue(token, group, permitsHeld(), groupWeight)
 storeMeta()
 -- Room with waiters queued (their groups at their limits, or dead waiters
 -- at the head) goes to the heads now, this one's turn included: it must

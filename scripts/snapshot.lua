@@ -2,14 +2,25 @@
 -- KEYS: see lib/keys.lua; ARGV[1..5] as there, then ARGV[6] the most
 -- waiters to list; the read stops after 10 times as many queue entries.
 -- Reply: {capacity or 0, last fence or 0, waiters queued in all,
---         {holder token, ms left, fence, metadata or "", group or "", ...},
---         {waiter token, ms left, metadata or "", group or "", ...}}
+--         {holder token, ms left, fence, metadata or "", group or "",
+--          group's weight, ...},
+--         {waiter token, ms left, metadata or "", group or "", group's
+--          weight, ...}}
 -- Holders and waiters whose session died are left out: they will never
 -- use the lock again. A waiter's place is its index among those listed.
 local state = redis.call('HMGET', stateKey, 'cap', 'glimit', 'grouped')
 setGrouping(tonumber(state[3]) or 0, tonumber(state[2]) or 0)
 
 local function left(key) return redis.call('PTTL', key) end
+
+-- weightOf is a group's weight (the group "" and groups not yet weighed:
+-- 1), read once per group.
+local weights = {}
+local function weightOf(group)
+  if group == '' then return 1 end
+  weights[group] = weights[group] or tonumber(redis.call('HGET', stateKey, 'w:' .. group)) or 1
+  return weights[group]
+end
 
 local holders = {}
 eachHolder(function(token, recordLeft)
@@ -19,7 +30,9 @@ eachHolder(function(token, recordLeft)
     holders[#holders + 1] = math.min(recordLeft, sessionLeft)
     holders[#holders + 1] = fenceOf(token)
     holders[#holders + 1] = redis.call('HGET', metaKey, token) or ''
-    holders[#holders + 1] = groupOf(token)
+    local group = groupOf(token)
+    holders[#holders + 1] = group
+    holders[#holders + 1] = weightOf(group)
   end
 end)
 
@@ -37,7 +50,9 @@ while listed < limit and from < 10 * limit do
       waiters[#waiters + 1] = token
       waiters[#waiters + 1] = waitLeft
       waiters[#waiters + 1] = metas[i] or ''
-      waiters[#waiters + 1] = groupOf(token)
+      local group = groupOf(token)
+      waiters[#waiters + 1] = group
+      waiters[#waiters + 1] = weightOf(group)
     end
   end
   from = from + limit

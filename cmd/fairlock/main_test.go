@@ -233,13 +233,13 @@ func checkSchema(t testing.TB, lock map[string]any) {
 	for _, h := range holders {
 		h, _ := h.(map[string]any)
 		fields("holder", h, map[string]string{"token": "string", "lock": "string", "permits": "number", "fence": "number",
-			"ttl_ms": "number", "metadata": "string", "group": "string"})
+			"ttl_ms": "number", "metadata": "string", "group": "string", "weight": "number"})
 	}
 	waiters, _ := lock["waiters"].([]any)
 	for _, w := range waiters {
 		w, _ := w.(map[string]any)
 		fields("waiter", w, map[string]string{"token": "string", "lock": "string", "permits": "number", "position": "number",
-			"ttl_ms": "number", "metadata": "string", "group": "string"})
+			"ttl_ms": "number", "metadata": "string", "group": "string", "weight": "number"})
 	}
 }
 
@@ -405,7 +405,8 @@ func TestInspectSemaphore(t *testing.T) {
 	sem := func() *fairlock.Semaphore { return semaphore(t, newLocker(t, srv.Client(t)), "jobs", 3) }
 	a := take(t, permits(sem(), 2), fairlock.WithMetadata("host a"), fairlock.WithGroup("tenant-a"))
 	b := take(t, permits(sem(), 1), fairlock.WithMetadata("host b"))
-	c := queue(t, ctx, permits(sem(), 2), fairlock.WithMetadata("job 12"), fairlock.WithGroup("tenant-a"))
+	// tenant-a's latest request weighs it 3: its holder shows it too.
+	c := queue(t, ctx, permits(sem(), 2), fairlock.WithMetadata("job 12"), fairlock.WithGroup("tenant-a"), fairlock.WithGroupWeight(3))
 	queue(t, ctx, permits(sem(), 1))
 
 	code, out, stderr := cli(t, ctx, "", "-redis", url, "inspect", "jobs")
@@ -424,7 +425,7 @@ func TestInspectSemaphore(t *testing.T) {
 		t.Errorf("inspect output lacks the tables' heads")
 	}
 	f, line := row(t, out, a.Token())
-	wantFields(t, line, f, 0, a.Token(), "2", strconv.FormatInt(a.Fence(), 10), "", "tenant-a", `"host`, `a"`)
+	wantFields(t, line, f, 0, a.Token(), "2", strconv.FormatInt(a.Fence(), 10), "", "tenant-a", "(weight", "3)", `"host`, `a"`)
 	f, line = row(t, out, b.Token())
 	wantFields(t, line, f, 0, b.Token(), "1", strconv.FormatInt(b.Fence(), 10), "", "-", `"host`, `b"`)
 	if strings.Contains(out, "mutex") {
@@ -440,8 +441,8 @@ func TestInspectSemaphore(t *testing.T) {
 		t.Fatalf("inspect -json: %+v", lk)
 	}
 	want := map[string]holderJSON{
-		a.Token(): {Token: a.Token(), Lock: "semaphore", Permits: 2, Fence: a.Fence(), Metadata: "host a", Group: "tenant-a"},
-		b.Token(): {Token: b.Token(), Lock: "semaphore", Permits: 1, Fence: b.Fence(), Metadata: "host b"},
+		a.Token(): {Token: a.Token(), Lock: "semaphore", Permits: 2, Fence: a.Fence(), Metadata: "host a", Group: "tenant-a", Weight: 3},
+		b.Token(): {Token: b.Token(), Lock: "semaphore", Permits: 1, Fence: b.Fence(), Metadata: "host b", Weight: 1},
 	}
 	for _, h := range lk.Holders {
 		if h.TTLMs <= 0 || h.TTLMs > leaseTTL.Milliseconds() {
@@ -453,12 +454,12 @@ func TestInspectSemaphore(t *testing.T) {
 		}
 	}
 	w0, w1 := lk.Waiters[0], lk.Waiters[1]
-	if w0.Position != 1 || w0.Permits != 2 || w0.Group != "tenant-a" || w0.Metadata != "job 12" || w0.Lock != "semaphore" ||
-		w1.Position != 2 || w1.Permits != 1 || w1.Group != "" || w1.Metadata != "" || w0.TTLMs <= 0 || w1.TTLMs > waiterTTL.Milliseconds() {
+	if w0.Position != 1 || w0.Permits != 2 || w0.Group != "tenant-a" || w0.Weight != 3 || w0.Metadata != "job 12" || w0.Lock != "semaphore" ||
+		w1.Position != 2 || w1.Permits != 1 || w1.Group != "" || w1.Weight != 1 || w1.Metadata != "" || w0.TTLMs <= 0 || w1.TTLMs > waiterTTL.Milliseconds() {
 		t.Errorf("inspect -json waiters: %+v", lk.Waiters)
 	}
 	f, line = row(t, out, w0.Token)
-	wantFields(t, line, f, 0, "1", w0.Token, "2", "", "tenant-a", `"job`, `12"`)
+	wantFields(t, line, f, 0, "1", w0.Token, "2", "", "tenant-a", "(weight", "3)", `"job`, `12"`)
 	f, line = row(t, out, w1.Token)
 	wantFields(t, line, f, 0, "2", w1.Token, "1", "", "-", "-")
 
@@ -477,6 +478,7 @@ func TestInspectSemaphore(t *testing.T) {
 		t.Errorf("inspect -kind semaphore: exit %d:\n%s", code, out)
 	}
 	a.Release(ctx)
+	b.Release(ctx)
 	granted(t, c).Release(ctx)
 }
 

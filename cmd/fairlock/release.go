@@ -188,5 +188,5 @@ func plan(w io.Writer, st fairlock.State, ending []fairlock.Holder) {
 		return
 	}
 	fmt.Fprintf(w, "then the waiters that fit are granted, in queue order; %d waiting, first %s%s%s%s\n",
-		max(st.Queued, len(st.Waiters)), display(first.Token), request(st.Kind, first.Shared, first.Permits), group(first.Group), quoteMeta(first.Metadata))
+		max(st.Queued, len(st.Waiters)), display(first.Token), request(st.Kind, first.Shared, first.Permits), group(first.Group, first.Weight), quoteMeta(first.Metadata))
 }

@@ -126,9 +126,11 @@ func shown(states []fairlock.State, only fairlock.LockKind) ([]fairlock.State, b
 //	  "ttl_ms":   number, ms until Redis drops it unless its Locker renews it
 //	  "metadata": string, its WithMetadata, "" if none
 //	  "group":    string, its WithGroup (semaphores), "" if none
+//	  "weight":   number, its group's weight (WithGroupWeight), 1 if none
 //	}
 //	WAITER = {
-//	  "token", "lock", "permits", "metadata", "group": as a holder's
+//	  "token", "lock", "permits", "metadata", "group", "weight": as a
+//	              holder's
 //	  "position": number, 1 is next; with groups, its place in arrival order
 //	  "ttl_ms":   number, ms until it loses its place unless its Locker
 //	              renews it
@@ -164,6 +166,7 @@ type holderJSON struct {
 	TTLMs    int64  `json:"ttl_ms"`
 	Metadata string `json:"metadata"`
 	Group    string `json:"group"`
+	Weight   int    `json:"weight"`
 }
 
 type waiterJSON struct {
@@ -174,6 +177,7 @@ type waiterJSON struct {
 	TTLMs    int64  `json:"ttl_ms"`
 	Metadata string `json:"metadata"`
 	Group    string `json:"group"`
+	Weight   int    `json:"weight"`
 }
 
 func toJSON(st fairlock.State) lockJSON {
@@ -181,11 +185,11 @@ func toJSON(st fairlock.State) lockJSON {
 		Holders: []holderJSON{}, Waiters: []waiterJSON{}}
 	for _, h := range st.Holders {
 		out.Holders = append(out.Holders, holderJSON{Token: h.Token, Lock: lockOf(st.Kind, h.Shared), Permits: h.Permits, Fence: h.Fence,
-			TTLMs: h.TTL.Milliseconds(), Metadata: h.Metadata, Group: h.Group})
+			TTLMs: h.TTL.Milliseconds(), Metadata: h.Metadata, Group: h.Group, Weight: h.Weight})
 	}
 	for _, w := range st.Waiters {
 		out.Waiters = append(out.Waiters, waiterJSON{Token: w.Token, Lock: lockOf(st.Kind, w.Shared), Permits: w.Permits, Position: w.Position,
-			TTLMs: w.TTL.Milliseconds(), Metadata: w.Metadata, Group: w.Group})
+			TTLMs: w.TTL.Milliseconds(), Metadata: w.Metadata, Group: w.Group, Weight: w.Weight})
 	}
 	return out
 }
@@ -346,7 +350,7 @@ func (c columns) holder(h fairlock.Holder) []string {
 	if c.fence {
 		mid = []string{strconv.FormatInt(h.Fence, 10), ttl(h.TTL)}
 	}
-	return c.cells([]string{display(h.Token)}, strconv.Itoa(h.Permits), lockOf(c.kind, h.Shared), mid, orDash(display(h.Group)), metaCell(h.Metadata))
+	return c.cells([]string{display(h.Token)}, strconv.Itoa(h.Permits), lockOf(c.kind, h.Shared), mid, groupCell(h.Group, h.Weight), metaCell(h.Metadata))
 }
 
 func (c columns) waiterHead() []string {
@@ -355,7 +359,7 @@ func (c columns) waiterHead() []string {
 
 func (c columns) waiter(w fairlock.Waiter) []string {
 	return c.cells([]string{strconv.Itoa(w.Position), display(w.Token)}, strconv.Itoa(w.Permits), lockOf(c.kind, w.Shared),
-		[]string{ttl(w.TTL)}, orDash(display(w.Group)), metaCell(w.Metadata))
+		[]string{ttl(w.TTL)}, groupCell(w.Group, w.Weight), metaCell(w.Metadata))
 }
 
 func (c columns) cells(first []string, permits, lock string, mid []string, group, meta string) []string {
@@ -537,7 +541,7 @@ func changes(prev, cur fairlock.State) []string {
 		now[h.Token] = true
 		if !held[h.Token] {
 			out = append(out, fmt.Sprintf("* %s: granted to %s%s, %s%s%s", cur.Kind, display(h.Token), request(cur.Kind, h.Shared, h.Permits),
-				fenceOf(cur.Kind, h.Fence), group(h.Group), quoteMeta(h.Metadata)))
+				fenceOf(cur.Kind, h.Fence), group(h.Group, h.Weight), quoteMeta(h.Metadata)))
 		}
 	}
 	for _, h := range prev.Holders {
@@ -553,7 +557,7 @@ func changes(prev, cur fairlock.State) []string {
 	for _, w := range cur.Waiters {
 		if !waited[w.Token] && !held[w.Token] {
 			out = append(out, fmt.Sprintf("+ %s: %s queued at position %d%s%s%s", cur.Kind, display(w.Token), w.Position,
-				request(cur.Kind, w.Shared, w.Permits), group(w.Group), quoteMeta(w.Metadata)))
+				request(cur.Kind, w.Shared, w.Permits), group(w.Group, w.Weight), quoteMeta(w.Metadata)))
 		}
 	}
 	return out
@@ -596,9 +600,21 @@ func fenceOf(k fairlock.LockKind, fence int64) string {
 	return fmt.Sprintf("fence %d", fence)
 }
 
-func group(g string) string {
+// group names a party's group, after a comma, with its weight if not 1.
+func group(g string, weight int) string {
 	if g == "" {
 		return ""
 	}
-	return ", group " + display(g)
+	return ", group " + groupCell(g, weight)
+}
+
+// groupCell is a party's group as a table shows it: "-" for none.
+func groupCell(g string, weight int) string {
+	if g == "" {
+		return "-"
+	}
+	if weight > 1 {
+		return fmt.Sprintf("%s (weight %d)", display(g), weight)
+	}
+	return display(g)
 }

@@ -24,7 +24,8 @@
 // OutcomeTimedOut, OutcomeClosed and OutcomeError; fairlock.lease.end is
 // "released" or "lost". With WithLockName every instrument also gets
 // fairlock.lock.name, and with WithGroup fairlock.group (a semaphore
-// request's group, fairlock.WithGroup); by default neither does, because
+// request's group, fairlock.WithGroup) and, for a weight other than 1,
+// fairlock.group.weight (fairlock.WithGroupWeight); by default none does, because
 // lock names and tenants are often unbounded (account:42) and each
 // distinct value is a new time series.
 //
@@ -67,6 +68,10 @@ const (
 	// GroupKey is the attribute that carries the value WithGroup maps a
 	// request's group to.
 	GroupKey = attribute.Key("fairlock.group")
+	// GroupWeightKey is the attribute that carries, beside GroupKey, the
+	// weight a request gave its group (fairlock.WithGroupWeight) when it is
+	// not 1.
+	GroupWeightKey = attribute.Key("fairlock.group.weight")
 	// LockKindKey is the attribute of every instrument that says which
 	// primitive the event is about: "mutex", "semaphore", "read" or "write"
 	// (a read-write lock's reader or writer), "rwmutex" for a read-write
@@ -123,7 +128,8 @@ func WithLockName(fn func(name string) string) Option {
 
 // WithGroup adds the attribute fairlock.group to every instrument of a
 // semaphore request made with fairlock.WithGroup, with the value fn returns
-// for the group; an empty value leaves it out. As for WithLockName, fn must
+// for the group, and fairlock.group.weight when the request weighs its
+// group other than 1; an empty value leaves both out. As for WithLockName, fn must
 // be deterministic and fast, and should map unbounded groups (one per
 // customer) to a few classes.
 func WithGroup(fn func(group string) string) Option {
@@ -149,7 +155,10 @@ type Metrics struct {
 }
 
 // labels are the mapped values of the optional attributes.
-type labels struct{ name, group string }
+type labels struct {
+	name, group string
+	weight      int // with group: a weight other than 1, else 0
+}
 
 // kindNames are the values of LockKindKey, indexed by kindOf.
 var kindNames = [...]string{"unknown", "mutex", "semaphore", "read", "write", "rwmutex"}
@@ -322,6 +331,9 @@ func (m *Metrics) sets(e fairlock.Event) *attrSets {
 	}
 	if m.group != nil && e.Group != "" {
 		l.group = m.group(e.Group)
+		if l.group != "" && e.Weight > 1 {
+			l.weight = e.Weight
+		}
 	}
 	if l == (labels{}) {
 		return m.unnamed[kind]
@@ -335,6 +347,9 @@ func (m *Metrics) sets(e fairlock.Event) *attrSets {
 	}
 	if l.group != "" {
 		kv = append(kv, GroupKey.String(l.group))
+	}
+	if l.weight > 0 {
+		kv = append(kv, GroupWeightKey.Int(l.weight))
 	}
 	s, _ := m.named[kind].LoadOrStore(l, newAttrSets(kv))
 	return s.(*attrSets)

@@ -210,20 +210,25 @@ func TestLockNameIsOptIn(t *testing.T) {
 }
 
 // A semaphore request's group is an attribute only with WithGroup, as the
-// mapping returns it, alone or beside the lock name.
+// mapping returns it, alone or beside the lock name; its weight too, when
+// not 1.
 func TestGroupIsOptIn(t *testing.T) {
 	sem := fairlockotel.LockKindKey.String("semaphore")
 	m, r := newMetrics(t, fairlockotel.WithGroup(func(g string) string { return "tier-" + g[:1] }),
 		fairlockotel.WithLockName(func(name string) string { return name }))
 	for _, g := range []string{"a1", "a2", "b1", ""} {
-		m.Observe(fairlock.Event{Kind: fairlock.EventGranted, Name: "exports", Lock: fairlock.LockSemaphore, Group: g})
+		m.Observe(fairlock.Event{Kind: fairlock.EventGranted, Name: "exports", Lock: fairlock.LockSemaphore, Group: g, Weight: min(len(g), 1)})
 	}
+	m.Observe(fairlock.Event{Kind: fairlock.EventGranted, Name: "exports", Lock: fairlock.LockSemaphore, Group: "a3", Weight: 4})
 	c := collect(t, r)
 	name := fairlockotel.LockNameKey.String("exports")
 	for group, want := range map[string]int64{"tier-a": 2, "tier-b": 1} {
 		if n, _ := c.sum(t, "fairlock.lease.grants", sem, name, fairlockotel.GroupKey.String(group)); n != want {
 			t.Errorf("grants{group=%s} = %d, want %d", group, n, want)
 		}
+	}
+	if n, _ := c.sum(t, "fairlock.lease.grants", sem, name, fairlockotel.GroupKey.String("tier-a"), fairlockotel.GroupWeightKey.Int(4)); n != 1 {
+		t.Errorf("grants{group=tier-a, weight=4} = %d, want 1", n)
 	}
 	if n, _ := c.sum(t, "fairlock.lease.grants", sem, name); n != 1 {
 		t.Errorf("grants without a group = %d, want 1", n)

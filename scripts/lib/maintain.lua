@@ -48,7 +48,8 @@ local function reapWaiters()
   redis.call('HSET', stateKey, 'scanFrom', nextFrom)
 end
 
--- maintain scans when it is due; returns whether permits came free. With
+-- maintain scans when it is due, and then charges the groups for their
+-- holds (chargeHolds); returns whether permits came free. With
 -- everyHolder (a heartbeat) it looks at the holders whatever the scan's
 -- schedule: they are few, and a dead one keeps every waiter waiting, so a
 -- waiter's next heartbeat after a holder's session died must find it.
@@ -56,6 +57,9 @@ local function maintain(everyHolder)
   local due = scanDue()
   local freed = false
   if due or everyHolder then freed = reapHolders() end
-  if due then reapWaiters() end
+  if due then
+    reapWaiters()
+    chargeHolds()
+  end
   return freed
 end

@@ -1,9 +1,12 @@
 -- queue.lua: one FIFO queue of waiters, the mutex's (lib/counted/queue.lua
 -- is the semaphore's, with groups). Every queue defines:
---   join(token, group, held)     a request that names group joins the
---                                lock's parties (held: the permits held
---                                now), queued or taken at once
---   enqueue(token, group, held)  join, and wait at the back of the group's
+--   join(token, group, held, weight)
+--                                a request that names group (with its
+--                                weight) joins the lock's parties (held:
+--                                the permits held now), queued or taken
+--                                at once
+--   enqueue(token, group, held, weight)
+--                                join, and wait at the back of the group's
 --                                line; returns token's place, 1 first
 --   nextHead()                   the waiter to be granted next and its
 --                                group, or nil; it stays queued until
@@ -16,6 +19,8 @@
 --   groupOf(token)               the group a queued token named ("": none)
 --   lineOfGroup(group)           the list of a group's waiters
 --   keepQueue()                  keep the queue's keys keepTTL ms more
+--   chargeHolds()                charge the holders' groups for the time
+--                                held so far (the scan's)
 -- and this one also emptied(anyway): did this call take the last waiter
 -- off (with anyway, is nobody waiting).
 --   setGrouping(parties, limit)  the groups' state, read by openStore
@@ -51,6 +56,8 @@ end
 local function emptied(anyway) return (tookOff or anyway) and waiting() == 0 end
 
 local function groupOf() return '' end
+
+local function chargeHolds() end
 
 local function lineOfGroup() return queueKey end
 

@@ -2,18 +2,34 @@
 -- lists), with groups. While no party names a group it is one FIFO line,
 -- as the mutex's. Once one does, every group has its own line (the group
 -- "" is queueKey, the others base .. 'gq:' .. name), and the next grant
--- goes to the group that holds the fewest permits now; among those, to the
--- one served least recently, a group never served first in its head's
--- arrival order. Within a group, strict FIFO. The state hash keeps:
+-- goes to the group with the lowest virtual clock: the permit-time
+-- (permits × µs held) its grants used, divided by its weight
+-- (WithGroupWeight). A grant charges its group an estimate at once
+-- (permits × the group's mean hold ÷ weight; the lock's mean for a group
+-- with none yet), the scan (lib/maintain.lua) what a hold has lasted
+-- beyond that while it lasts, and its release the rest: so the group just
+-- served is not the most deprived, and a group whose holds are longer
+-- gets fewer grants. A group that starts to wait (new, back from idle, or
+-- let in again by its limit) starts no lower than the clock of the group
+-- granted last, which was the lowest waiting then: it cannot bank credit.
+-- Equal clocks go to the group served least recently, a group never
+-- served first in its head's arrival order. Within a group, strict FIFO.
+-- docs/design.md says why this rule. The state hash keeps:
 --   grouped     the parties (waiters and holders) that named a group
 --   glimit      the most permits one group may hold (0: no limit)
+--   vnow        the clock of the group granted last, before its charge
+--   mean        the mean hold of the lock's grouped grants, µs
+--   tick        grants made in grouped mode
 --   g:<token>   a grouped party's group
+--   t:<token>   a holder granted in grouped mode: "<µs granted> <charged>"
 --   h:<group>   the permits the group holds
 --   s:<group>   when it was last served (SERVED_BASE + tick); absent: never
---   m:<group>   its member in groupsKey, a sorted set (all scores 0) of the
---               groups whose head may be granted, ordered by their members
---               "<held, 10 digits>:<stamp, 16 digits>:<group>"
---   tick        grants made in grouped mode
+--   v:<group>   its clock
+--   e:<group>   its mean hold, µs (absent: none ended yet)
+--   w:<group>   its weight, the one its most recent request named
+--   m:<group>   its member in groupsKey, a sorted set of the groups whose
+--               head may be granted, scored by clock: "<stamp, 16
+--               digits>:<group>"
 -- so the next group is the first member, in O(log G) for G groups.
 
 local base = string.sub(stateKey, 1, -6)
@@ -33,13 +49,30 @@ local function groupOf(token)
   return redis.call('HGET', stateKey, 'g:' .. token) or ''
 end
 
--- Each group's fields, read once per call.
+-- The lock's clock fields, read once per call (or with a release's
+-- fields, groupFreed): vnow, the clock a group starts at, and lockMean.
+local vnow, lockMean
+local function readClock()
+  if vnow then return end
+  local f = redis.call('HMGET', stateKey, 'vnow', 'mean')
+  vnow, lockMean = tonumber(f[1]) or 0, tonumber(f[2])
+end
+
+local function virtualNow()
+  readClock()
+  return vnow
+end
+
+-- Each group's fields, read once per call. score is its clock in
+-- groupsKey, when it has a member there.
 local groups = {}
 local function groupRecord(group)
   local r = groups[group]
   if not r then
-    local f = redis.call('HMGET', stateKey, 'h:' .. group, 's:' .. group, 'm:' .. group)
-    r = {held = tonumber(f[1]) or 0, stamp = tonumber(f[2]), member = f[3] or nil}
+    local f = redis.call('HMGET', stateKey, 'h:' .. group, 's:' .. group, 'm:' .. group, 'v:' .. group, 'e:' .. group, 'w:' .. group)
+    r = {held = tonumber(f[1]) or 0, stamp = tonumber(f[2]), member = f[3] or nil, clock = tonumber(f[4]),
+         mean = tonumber(f[5]), weight = tonumber(f[6]) or 1}
+    r.score = r.member and r.clock
     groups[group] = r
   end
   return r
@@ -59,6 +92,8 @@ local function underLimit(group, n, plainHeld)
   return held + n <= groupLimit
 end
 
+local function clockText(clock) return string.format('%d', clock) end
+
 -- place puts group where the grant loop finds it, or takes it out: in
 -- groupsKey while it has a head its limit lets in. A group with nobody
 -- waiting and nothing held is forgotten.
@@ -68,36 +103,52 @@ local function place(group)
   local member
   if head and (groupLimit == 0 or r.held + weight(head) <= groupLimit) then
     local stamp = r.stamp or tonumber(redis.call('ZSCORE', orderKey, head))
-    member = string.format('%010d:%016d:', r.held, stamp) .. group
+    member = string.format('%016d:', stamp) .. group
   end
   if member ~= r.member then
     if r.member then redis.call('ZREM', groupsKey, r.member) end
     if member then
-      redis.call('ZADD', groupsKey, 0, member)
-      redis.call('HSET', stateKey, 'm:' .. group, member)
-      keepFor(groupsKey, keepTTL, true)
+      if not r.member then r.clock = math.max(r.clock or 0, virtualNow()) end
+      redis.call('HSET', stateKey, 'm:' .. group, member, 'v:' .. group, clockText(r.clock))
     else
       redis.call('HDEL', stateKey, 'm:' .. group)
     end
-    r.member = member
+    r.member, r.score = member, nil
   end
-  if not head and r.held == 0 then redis.call('HDEL', stateKey, 'h:' .. group, 's:' .. group) end
+  if member and r.score ~= r.clock then
+    redis.call('ZADD', groupsKey, r.clock, member)
+    keepFor(groupsKey, keepTTL, true)
+    r.score = r.clock
+  end
+  if not head and r.held == 0 then
+    redis.call('HDEL', stateKey, 'h:' .. group, 's:' .. group, 'v:' .. group, 'e:' .. group, 'w:' .. group)
+    groups[group] = nil
+  end
 end
 
 -- A party of group left for good. When it was the last grouped party, the
 -- semaphore is one FIFO line again, and forgets the groups: the group ""
 -- and group itself (every other group was forgotten as its last party
--- left, by place), so that a later stretch of groups starts afresh.
+-- left, by place), and the grant records of the holders left, so that a
+-- later stretch of groups starts afresh.
 local function partyLeft(token, group)
-  redis.call('HDEL', stateKey, 'g:' .. token)
+  redis.call('HDEL', stateKey, 'g:' .. token, 't:' .. token)
   groupedParties = redis.call('HINCRBY', stateKey, 'grouped', -1)
   if groupedParties > 0 then return end
-  redis.call('HDEL', stateKey, 'grouped', 'tick', 'h:', 's:', 'm:', 'h:' .. group, 's:' .. group, 'm:' .. group)
+  redis.call('HDEL', stateKey, 'grouped', 'tick', 'vnow', 'mean', 'h:', 's:', 'm:', 'v:', 'e:',
+    'h:' .. group, 's:' .. group, 'm:' .. group, 'v:' .. group, 'e:' .. group, 'w:' .. group)
   redis.call('DEL', groupsKey)
+  local holders = redis.call('ZRANGE', holdersKey, 0, -1)
+  for i = 1, #holders, BATCH do
+    local fields = {}
+    for j = i, math.min(i + BATCH - 1, #holders) do fields[#fields + 1] = 't:' .. holders[j] end
+    redis.call('HDEL', stateKey, unpack(fields))
+  end
   groups = {}
 end
 
-local function join(token, group, held)
+-- join: a request of group with weight (1 to 1000) joins the parties.
+local function join(token, group, held, weight)
   if group == '' then return end
   if groupedParties == 0 then
     -- Every party so far named no group: they are the group "".
@@ -106,12 +157,13 @@ local function join(token, group, held)
     groups = {}
     place('')
   end
-  redis.call('HSET', stateKey, 'g:' .. token, group)
+  redis.call('HSET', stateKey, 'g:' .. token, group, 'w:' .. group, weight)
+  if groups[group] then groups[group].weight = weight end
   groupedParties = redis.call('HINCRBY', stateKey, 'grouped', 1)
 end
 
-local function enqueue(token, group, held)
-  join(token, group, held)
+local function enqueue(token, group, held, weight)
+  join(token, group, held, weight)
   local length = arrive(lineOfGroup(group), token)
   if groupedParties == 0 then return length end
   place(group)
@@ -122,7 +174,7 @@ local function nextHead()
   if groupedParties == 0 then return peek(queueKey), '' end
   local member = redis.call('ZRANGE', groupsKey, 0, 0)[1]
   if not member then return nil end
-  local group = string.sub(member, 29)
+  local group = string.sub(member, 18)
   return peek(lineOfGroup(group)), group
 end
 
@@ -149,24 +201,97 @@ local function leave(token)
   return queued
 end
 
--- groupTook and groupFreed keep a group's permits, for the counted store.
+-- groupTook and groupFreed keep a group's permits and clock, for the
+-- counted store. A grant charges n × the group's mean hold ÷ its weight,
+-- and records when it was made and what it charged.
 local function groupTook(token, group, n)
   if groupedParties == 0 then return end
   local r = groupRecord(group)
   r.held = r.held + n
   r.stamp = SERVED_BASE + redis.call('HINCRBY', stateKey, 'tick', 1)
-  redis.call('HSET', stateKey, 'h:' .. group, r.held, 's:' .. group, string.format('%d', r.stamp))
+  local clock = r.clock or virtualNow()
+  local mean = r.mean
+  if not mean then
+    readClock()
+    mean = lockMean or 0
+  end
+  local charge = math.floor(n * mean / r.weight)
+  vnow, r.clock = clock, clock + charge
+  redis.call('HSET', stateKey, 'h:' .. group, r.held, 's:' .. group, string.format('%d', r.stamp),
+    'v:' .. group, clockText(r.clock), 'vnow', clockText(clock), 't:' .. token, string.format('%d %d', nowUs(), charge))
   place(group)
 end
 
+-- usedSince is what a holder of n permits in a group of weight w has used
+-- since µs since.
+local function usedSince(n, w, since) return math.floor(n * math.max(nowUs() - since, 0) / w) end
+
+-- A release (or expiry, or death) charges what the grant held, n × µs
+-- held ÷ weight, less what was charged for it already, and updates the
+-- means of the group and the lock. A holder granted before the groups
+-- began has no record, and is charged nothing.
 local function groupFreed(token, n)
   if groupedParties == 0 then return end
-  local group = groupOf(token)
+  local f = redis.call('HMGET', stateKey, 'g:' .. token, 't:' .. token, 'vnow', 'mean')
+  if not vnow then vnow, lockMean = tonumber(f[3]) or 0, tonumber(f[4]) end
+  local group = f[1] or ''
   local r = groupRecord(group)
   r.held = r.held - n
-  redis.call('HSET', stateKey, 'h:' .. group, r.held)
-  if group ~= '' then partyLeft(token, group) end
+  if f[2] then
+    local since, charged = string.match(f[2], '^(%d+) (%d+)$')
+    since = tonumber(since)
+    local hold = math.max(nowUs() - since, 0)
+    r.mean = r.mean and math.floor(r.mean + (hold - r.mean) / 4) or hold
+    lockMean = lockMean and math.floor(lockMean + (hold - lockMean) / 8) or hold
+    r.clock = (r.clock or vnow) + usedSince(n, r.weight, since) - tonumber(charged)
+    redis.call('HSET', stateKey, 'h:' .. group, r.held, 'v:' .. group, clockText(r.clock), 'e:' .. group, r.mean, 'mean', lockMean)
+  else
+    redis.call('HSET', stateKey, 'h:' .. group, r.held)
+  end
+  if group ~= '' then
+    partyLeft(token, group)
+  elseif f[2] then
+    redis.call('HDEL', stateKey, 't:' .. token)
+  end
   if groupedParties > 0 then place(group) end
+end
+
+-- chargeHolds charges each group what its holders have used beyond what
+-- was charged for them, once per scan: a hold much longer than its group's
+-- mean counts while it lasts, not only once it ends.
+local function chargeHolds()
+  if groupedParties == 0 then return end
+  local holders = redis.call('ZRANGE', holdersKey, 0, BATCH - 1)
+  if #holders == 0 then return end
+  local fields = {}
+  for _, token in ipairs(holders) do
+    fields[#fields + 1] = 't:' .. token
+    fields[#fields + 1] = 'g:' .. token
+  end
+  local f = redis.call('HMGET', stateKey, unpack(fields))
+  local writes, moved = {}, {}
+  for i, token in ipairs(holders) do
+    local record = f[2 * i - 1]
+    if record then
+      local since, charged = string.match(record, '^(%d+) (%d+)$')
+      local group = f[2 * i] or ''
+      local r = groupRecord(group)
+      local used = usedSince(weight(token), r.weight, tonumber(since))
+      if used > tonumber(charged) then
+        r.clock = (r.clock or virtualNow()) + used - tonumber(charged)
+        writes[#writes + 1] = 't:' .. token
+        writes[#writes + 1] = since .. ' ' .. string.format('%d', used)
+        moved[group] = true
+      end
+    end
+  end
+  if #writes == 0 then return end
+  for group in pairs(moved) do
+    writes[#writes + 1] = 'v:' .. group
+    writes[#writes + 1] = clockText(groups[group].clock)
+  end
+  redis.call('HSET', stateKey, unpack(writes))
+  for group in pairs(moved) do place(group) end
 end
 
 local function keepQueue()
