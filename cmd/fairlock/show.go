@@ -610,11 +610,8 @@ func group(g string, weight int) string {
 
 // groupCell is a party's group as a table shows it: "-" for none.
 func groupCell(g string, weight int) string {
-	if g == "" {
-		return "-"
-	}
-	if weight > 1 {
+	if g != "" && weight > 1 {
 		return fmt.Sprintf("%s (weight %d)", display(g), weight)
 	}
-	return display(g)
+	return orDash(display(g))
 }
