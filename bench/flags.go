@@ -69,6 +69,11 @@ type config struct {
 		layout string
 		dur    time.Duration
 	}
+	weightedTenants struct {
+		layout, weights string
+		capacity        int
+		dur             time.Duration
+	}
 	rw struct {
 		workers, readPct int
 		seed             uint64

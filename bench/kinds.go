@@ -101,9 +101,10 @@ func runWeighted(p peer, e *env, mon *monitor, capacity, workers, big int, hold,
 type TenantFigures struct {
 	Name    string `json:"name"`
 	Workers int    `json:"workers"`
+	Weight  int    `json:"weight,omitempty"` // its group's weight, in the weighted tenants row
 	grantFigures
 	// Share is its part of all grants in the window; FairShare its part
-	// under an even split between the tenants (1/tenants).
+	// under a split by weight (1/tenants without weights).
 	Share     float64 `json:"share"`
 	FairShare float64 `json:"fair_share"`
 }
@@ -124,8 +125,9 @@ func tenantNames(n int) []string {
 // its own client, take 1 permit of one semaphore of capacity, hold it,
 // release, and again. With groups, each request names its tenant
 // (fairlock.WithGroup), so that the permits are shared fairly between
-// tenants rather than between requests; row names the row.
-func runTenants(p peer, row string, groups bool, e *env, mon *monitor, capacity int, layout []int, hold, dur time.Duration) KindResult {
+// tenants rather than between requests, and with weights (one per tenant)
+// weighs it; row names the row.
+func runTenants(p peer, row string, groups bool, weights []int, e *env, mon *monitor, capacity int, layout []int, hold, dur time.Duration) KindResult {
 	workers := 0
 	for _, n := range layout {
 		workers += n
@@ -142,11 +144,20 @@ func runTenants(p peer, row string, groups bool, e *env, mon *monitor, capacity 
 	if groups {
 		name = "tenants-groups"
 	}
+	weightOf, sumWeights := func(int) int { return 1 }, len(layout)
+	if weights != nil {
+		weightOf, sumWeights = func(t int) int { return weights[t] }, 0
+		for t := range layout {
+			sumWeights += weights[t]
+		}
+	}
 	noGroups := false
 	run := runKind(&r, p, semaphoreAsPeer(p, capacity), e, mon, int64(capacity), hold, dur, func(id int, w kindWorker) cycle {
-		tenant := names[tenantOf[id]]
+		tenant, weight := names[tenantOf[id]], weightOf(tenantOf[id])
 		if g, ok := w.(groupSemaphore); ok && groups {
-			return func(ctx context.Context) (taken, error) { return g.SemaphoreGroup(ctx, name, capacity, 1, tenant) }
+			return func(ctx context.Context) (taken, error) {
+				return g.SemaphoreGroup(ctx, name, capacity, 1, tenant, weight)
+			}
 		}
 		noGroups = noGroups || groups
 		return func(ctx context.Context) (taken, error) { return w.Semaphore(ctx, name, capacity, 1) }
@@ -161,7 +172,10 @@ func runTenants(p peer, row string, groups bool, e *env, mon *monitor, capacity 
 	r.InUse = float64(permitTime) / float64(int64(capacity)*(run.endAt-run.startAt))
 	for t, n := range layout {
 		f, _ := figures(run.recs, workers, run.startAt, run.endAt, func(x rec) bool { return x.W < workers && tenantOf[x.W] == t })
-		tf := TenantFigures{Name: names[t], Workers: n, grantFigures: f, FairShare: 1 / float64(len(layout))}
+		tf := TenantFigures{Name: names[t], Workers: n, grantFigures: f, FairShare: float64(weightOf(t)) / float64(sumWeights)}
+		if weights != nil {
+			tf.Weight = weights[t]
+		}
 		if r.Grants > 0 {
 			tf.Share = float64(f.Grants) / float64(r.Grants)
 		}

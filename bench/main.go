@@ -63,9 +63,12 @@ type Results struct {
 	// Weighted is the semaphore with one big request among small ones.
 	Weighted []KindResult `json:"weighted,omitempty"`
 	// Tenants is the semaphore shared by tenants of unequal demand.
-	Tenants  []KindResult `json:"tenants,omitempty"`
-	Baseline *Baseline    `json:"baseline,omitempty"`
-	Targets  []Target     `json:"targets,omitempty"`
+	Tenants []KindResult `json:"tenants,omitempty"`
+	// WeightedTenants is the semaphore shared by tenants of unequal
+	// weights (fairlock only).
+	WeightedTenants []KindResult `json:"weighted_tenants,omitempty"`
+	Baseline        *Baseline    `json:"baseline,omitempty"`
+	Targets         []Target     `json:"targets,omitempty"`
 }
 
 // Baseline is what an earlier run measured of the paths issue 9 says must

@@ -40,8 +40,12 @@ func (w *fairlockWorker) Semaphore(ctx context.Context, name string, capacity, n
 	return w.semaphore(ctx, name, capacity, n)
 }
 
-// SemaphoreGroup takes n permits for a request of group (WithGroup).
-func (w *fairlockWorker) SemaphoreGroup(ctx context.Context, name string, capacity, n int, group string) (taken, error) {
+// SemaphoreGroup takes n permits for a request of group (WithGroup), of
+// weight (WithGroupWeight, named only when not 1).
+func (w *fairlockWorker) SemaphoreGroup(ctx context.Context, name string, capacity, n int, group string, weight int) (taken, error) {
+	if weight != 1 {
+		return w.semaphore(ctx, name, capacity, n, fairlock.WithGroup(group), fairlock.WithGroupWeight(weight))
+	}
 	return w.semaphore(ctx, name, capacity, n, fairlock.WithGroup(group))
 }
 
@@ -128,7 +132,7 @@ func fairlockPeer() peer {
 			}
 			return w, nil
 		},
-		KindSettings: "Locker.Semaphore(name, capacity).Acquire(ctx, n) and Locker.RWMutex(name).RLock/Lock, with OnQueued to note when the call joined the queue; the lease's Fence gives the grant order; the tenants row's groups: Acquire(ctx, 1, WithGroup(tenant))",
+		KindSettings: "Locker.Semaphore(name, capacity).Acquire(ctx, n) and Locker.RWMutex(name).RLock/Lock, with OnQueued to note when the call joined the queue; the lease's Fence gives the grant order; the tenants row's groups: Acquire(ctx, 1, WithGroup(tenant)), and in the weighted tenants row WithGroupWeight(w) beside it",
 	}
 }
 

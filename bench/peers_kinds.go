@@ -22,10 +22,11 @@ type kindWorker interface {
 
 // groupSemaphore is a kind worker whose semaphore shares its permits
 // fairly between groups (tenants) rather than between requests:
-// fairlock's WithGroup.
+// fairlock's WithGroup, and WithGroupWeight.
 type groupSemaphore interface {
-	// SemaphoreGroup is Semaphore for a request of group.
-	SemaphoreGroup(ctx context.Context, name string, capacity, n int, group string) (taken, error)
+	// SemaphoreGroup is Semaphore for a request of group, which it weighs
+	// weight (1: the default).
+	SemaphoreGroup(ctx context.Context, name string, capacity, n int, group string, weight int) (taken, error)
 }
 
 // semaphoreQueued is a kind worker that can count the live waiters of a

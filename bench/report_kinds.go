@@ -15,6 +15,15 @@ func tenantLayout(r KindResult) string {
 	return strings.Join(parts, ", ")
 }
 
+// tenantWeights is "1:2:3:4" of a weighted tenants row.
+func tenantWeights(r KindResult) string {
+	var parts []string
+	for _, t := range r.Tenants {
+		parts = append(parts, fmt.Sprint(max(t.Weight, 1)))
+	}
+	return strings.Join(parts, ":")
+}
+
 // kindRow returns the row of peer that ran (made grants), or nil.
 func kindRow(rows []KindResult, peer string) *KindResult {
 	for i := range rows {
@@ -121,7 +130,27 @@ func kindTables(b *strings.Builder, res *Results) {
 					t.WaitP50us/1e3, xl(res, r.LocalPingus, t.WaitP50us), t.WaitP99us/1e3, xl(res, r.LocalPingus, t.WaitP99us))
 			}
 		}
-		p("\nA tenant with one worker asks again right after its release; under plain FIFO each request gets a turn, so a tenant's share follows its workers. With groups, a freed permit goes to the waiting group that holds the fewest permits, the one served least recently among equals.\n\n")
+		p("\nA tenant with one worker asks again right after its release; under plain FIFO each request gets a turn, so a tenant's share follows its workers. With groups, a freed permit goes to the waiting group that has used the least permit-time (its virtual clock), the one served least recently among equals.\n\n")
+		for _, r := range rows {
+			callLines(b, r.Peer, r.runDetail, r.GrantsTotal)
+		}
+		p("\n")
+	}
+	if rows := res.WeightedTenants; len(rows) > 0 {
+		r0 := ranRow(rows)
+		p("## 6d. Weighted tenants: capacity %d, %d workers, each on its own client, in tenants %s of weights %s; every request 1 permit, hold %.0f ms, %.0f s per row; fairlock with weights (WithGroupWeight) and with groups alone\n\n", r0.Capacity, r0.Workers, tenantLayout(r0), tenantWeights(r0), r0.HoldMs, r0.DurationS)
+		p("| row | total grants/s | permits in use | tenant | weight | grants/s | share of grants | ÷ weight's share | wait p50 | wait p99 |\n|---|---|---|---|---|---|---|---|---|---|\n")
+		for _, r := range rows {
+			for i, t := range r.Tenants {
+				row, total, inUse := "", "", ""
+				if i == 0 {
+					row, total, inUse = r.Peer, fmt.Sprintf("%.0f", r.GrantsPerSec), fmt.Sprintf("%.1f%%", 100*r.InUse)
+				}
+				p("| %s | %s | %s | %s | %d | %.0f | %.1f%% | %.3f | %.2f ms | %.2f ms |\n", row, total, inUse, t.Name, max(t.Weight, 1), t.GrantsPerSec, 100*t.Share,
+					t.Share/math.Max(t.FairShare, 1e-9), t.WaitP50us/1e3, t.WaitP99us/1e3)
+			}
+		}
+		p("\nEvery tenant is backlogged and holds alike, so its share of grants is its share of permit-time. With weights, a freed permit goes to the waiting group with the lowest virtual clock (permit-time ÷ weight); with groups alone every weight is 1.\n\n")
 		for _, r := range rows {
 			callLines(b, r.Peer, r.runDetail, r.GrantsTotal)
 		}
@@ -257,6 +286,16 @@ func kindTargets(res *Results) []Target {
 		}
 		noOverCapacity(area, g)
 		noErrors(area, g)
+	}
+	if w := kindRow(res.WeightedTenants, "fairlock (weights)"); w != nil {
+		area := fmt.Sprintf("Weighted tenants (capacity %d, %s workers, weights %s)", w.Capacity, tenantLayout(*w), tenantWeights(*w))
+		for _, t := range w.Tenants {
+			off := math.Abs(t.Share/math.Max(t.FairShare, 1e-9) - 1)
+			add(area, fmt.Sprintf("tenant %s (weight %d) gets its weight's share (%.1f%%) of all grants, within 10%%", t.Name, t.Weight, 100*t.FairShare),
+				fmt.Sprintf("%.1f%% of %d grants, %.1f%% off", 100*t.Share, w.Grants, 100*off), off <= 0.10)
+		}
+		noOverCapacity(area, w)
+		noErrors(area, w)
 	}
 	var small, big *ScaleResult
 	for i := range res.SemaphoreDrain {

@@ -25,18 +25,19 @@ type scenario struct {
 // scenarios run in this order, whatever the order of -scenarios; its
 // default lists them all.
 var scenarios = []scenario{
-	{"limit", limitFlags, (*bench).limit},                             // Results.Limit
-	{"uncontended", uncontendedFlags, (*bench).uncontended},           // Results.Uncontended, SideBySide
-	{"names", namesFlags, (*bench).names},                             // Results.Names, NamesSideBySide
-	{"contended", contendedFlags, (*bench).contended},                 // Results.Contended, one process
-	{"contended-mp", contendedMPFlags, (*bench).contendedMP},          // Results.Contended, several processes
-	{"fifo", fifoFlags, (*bench).fifo},                                // Results.FIFO
-	{"scale", scaleFlags, (*bench).scale},                             // Results.Scale, Idle
-	{"semaphore", semaphoreFlags, (*bench).semaphore},                 // Results.Semaphore
-	{"semaphore-weighted", weightedFlags, (*bench).weighted},          // Results.Weighted
-	{"tenants", tenantsFlags, (*bench).tenants},                       // Results.Tenants
-	{"rwmutex", rwFlags, (*bench).rwmutex},                            // Results.RWMutex
-	{"semaphore-drain", semaphoreDrainFlags, (*bench).semaphoreDrain}, // Results.SemaphoreDrain
+	{"limit", limitFlags, (*bench).limit},                                // Results.Limit
+	{"uncontended", uncontendedFlags, (*bench).uncontended},              // Results.Uncontended, SideBySide
+	{"names", namesFlags, (*bench).names},                                // Results.Names, NamesSideBySide
+	{"contended", contendedFlags, (*bench).contended},                    // Results.Contended, one process
+	{"contended-mp", contendedMPFlags, (*bench).contendedMP},             // Results.Contended, several processes
+	{"fifo", fifoFlags, (*bench).fifo},                                   // Results.FIFO
+	{"scale", scaleFlags, (*bench).scale},                                // Results.Scale, Idle
+	{"semaphore", semaphoreFlags, (*bench).semaphore},                    // Results.Semaphore
+	{"semaphore-weighted", weightedFlags, (*bench).weighted},             // Results.Weighted
+	{"tenants", tenantsFlags, (*bench).tenants},                          // Results.Tenants
+	{"tenants-weighted", weightedTenantsFlags, (*bench).weightedTenants}, // Results.WeightedTenants
+	{"rwmutex", rwFlags, (*bench).rwmutex},                               // Results.RWMutex
+	{"semaphore-drain", semaphoreDrainFlags, (*bench).semaphoreDrain},    // Results.SemaphoreDrain
 }
 
 // bench is what the scenarios run with: the flags, the peers, the
@@ -353,7 +354,7 @@ func (b *bench) tenants() {
 	layout := counts(t.layout)
 	for _, p := range b.kindPeers() {
 		run := func(row string, groups bool) {
-			b.addKind(&b.res.Tenants, runTenants(p, row, groups, b.env, b.mon, s.capacity, layout, s.hold, t.dur))
+			b.addKind(&b.res.Tenants, runTenants(p, row, groups, nil, b.env, b.mon, s.capacity, layout, s.hold, t.dur))
 		}
 		if p.Name == "fairlock" {
 			run("fairlock (groups)", true)
@@ -361,6 +362,32 @@ func (b *bench) tenants() {
 		} else {
 			run(p.Name, false)
 		}
+	}
+}
+
+func weightedTenantsFlags(fs *flag.FlagSet, c *config) {
+	t := &c.weightedTenants
+	fs.StringVar(&t.layout, "wt-tenants", "6,6,6,6", "tenants-weighted: workers of each tenant (A, B, ...), one client each")
+	fs.StringVar(&t.weights, "wt-weights", "1,2,3,4", "tenants-weighted: each tenant's weight (WithGroupWeight)")
+	fs.IntVar(&t.capacity, "wt-capacity", 8, "tenants-weighted: capacity (hold: -sem-hold)")
+	fs.DurationVar(&t.dur, "wt-dur", 10*time.Second, "tenants-weighted: duration per row")
+}
+
+// weightedTenants is tenants of equal demand and unequal weights, on
+// fairlock only (no peer has weights): with weights, and with groups alone
+// for comparison.
+func (b *bench) weightedTenants() {
+	t := b.cfg.weightedTenants
+	layout, weights := counts(t.layout), counts(t.weights)
+	if len(weights) != len(layout) {
+		log.Fatalf("-wt-weights %q: want one weight per tenant of -wt-tenants %q", t.weights, t.layout)
+	}
+	for _, p := range b.kindPeers() {
+		if p.Name != "fairlock" {
+			continue
+		}
+		b.addKind(&b.res.WeightedTenants, runTenants(p, "fairlock (weights)", true, weights, b.env, b.mon, t.capacity, layout, b.cfg.sem.hold, t.dur))
+		b.addKind(&b.res.WeightedTenants, runTenants(p, "fairlock (groups)", true, nil, b.env, b.mon, t.capacity, layout, b.cfg.sem.hold, t.dur))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -143,8 +144,10 @@ func BenchmarkHeartbeat1000(b *testing.B) {
 // BenchmarkScriptTime is the Redis server's own time per call of the
 // scripts on the contended path, from INFO commandstats: acquire.lua
 // queueing a waiter behind a held lock, and release.lua granting the
-// head, for the mutex's and the counted holder store. It reports
-// redis-µs/call beside the client's ns/op, which includes the round trip.
+// head, for the mutex's and the counted holder store, and for a semaphore
+// whose waiters are in 1 or in 1,000 groups (WithGroup), all of them
+// waiting throughout. It reports redis-µs/call beside the client's ns/op,
+// which includes the round trip.
 func BenchmarkScriptTime(b *testing.B) {
 	srv := redistest.Start(b)
 	client := srv.Client(b)
@@ -153,9 +156,12 @@ func BenchmarkScriptTime(b *testing.B) {
 		name     string
 		kind     *kind
 		capacity any
+		groups   int
 	}{
-		{"mutex", mutexKind, noArg},
-		{"semaphore", semaphoreKind, int64(1)},
+		{"mutex", mutexKind, noArg, 0},
+		{"semaphore", semaphoreKind, int64(1), 0},
+		{"groups=1", semaphoreKind, int64(1), 1},
+		{"groups=1000", semaphoreKind, int64(1), 1000},
 	} {
 		l := benchLocker(b, srv)
 		ref := l.refs.get(bc.kind, "script-time")
@@ -168,6 +174,10 @@ func BenchmarkScriptTime(b *testing.B) {
 		}
 		acquire := func(token string) {
 			args := ref.call(token, modeWait, noArg, bc.capacity, noneArg, noArg)
+			if bc.groups > 0 {
+				seq, _ := strconv.Atoi(token[strings.LastIndexByte(token, ':')+1:])
+				args = ref.call(token, modeWait, noArg, bc.capacity, noneArg, "g"+strconv.Itoa(seq%bc.groups), int64(1))
+			}
 			if err := bc.kind.scripts.acquire.run(ctx, client, args, retried).Err(); err != nil {
 				b.Fatal(err)
 			}
@@ -200,7 +210,9 @@ func BenchmarkScriptTime(b *testing.B) {
 			})
 		})
 		b.Run(bc.name+"/grant", func(b *testing.B) {
-			for len(waiters) < b.N {
+			// With groups, every group keeps waiters to the end, and the
+			// holder is whom the groups' rule chose: read, not assumed.
+			for len(waiters) < b.N+2*bc.groups {
 				seq++
 				acquire(token(seq))
 				waiters = append(waiters, token(seq))
@@ -209,6 +221,9 @@ func BenchmarkScriptTime(b *testing.B) {
 				for _, next := range waiters[:b.N] {
 					release(holder)
 					holder = next
+					if bc.groups > 0 {
+						holder = client.ZRange(ctx, ref.keys[0], 0, 0).Val()[0]
+					}
 				}
 			})
 			waiters = waiters[b.N:]

@@ -35,7 +35,8 @@
 // that would fit. So a small request behind a large one waits, and a reader
 // behind a waiting writer, and neither large requests nor writers starve.
 // With WithGroup, a semaphore shares its permits between groups (tenants):
-// the next grant goes to the group holding the fewest, and FIFO holds
+// the next grant goes to the group that has used the least permit-time
+// (permits × time held) for its weight (WithGroupWeight), and FIFO holds
 // within each group.
 //
 // # Guarantees

@@ -200,7 +200,7 @@ func ExampleRWMutex() {
 }
 
 // A noisy tenant's backlog does not hold up a quiet tenant: each tenant is a
-// group, the next permit goes to the group that holds the fewest, and no
+// group, the next permit goes to the group that has used the least, and no
 // group holds more than its limit, even while the others are idle.
 func ExampleWithGroup() {
 	client, stop := exampleRedis()
@@ -241,4 +241,38 @@ func ExampleWithGroup() {
 	// the quiet job starts at once, ahead of 2 noisy jobs
 	// noisy job 2
 	// noisy job 3
+}
+
+// A group's weight gives it that many times the share of a group of weight
+// 1 while both wait: here "paid" gets 3 times the permit-time of "free".
+// Its weight is the one its latest request named, which Inspect shows.
+func ExampleWithGroupWeight() {
+	client, stop := exampleRedis()
+	defer stop()
+	locker, _ := fairlock.New(client)
+	defer locker.Close()
+
+	ctx := context.Background()
+	jobs, err := locker.Semaphore("jobs", 1)
+	if err != nil {
+		panic(err)
+	}
+	held, _ := jobs.Acquire(ctx, 1, fairlock.WithGroup("paid"), fairlock.WithGroupWeight(3))
+	queued, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		lease, err := jobs.Acquire(ctx, 1, fairlock.WithGroup("free"), fairlock.OnQueued(func(int) { close(queued) }))
+		if err == nil {
+			lease.Release(ctx)
+		}
+	}()
+	<-queued
+	st, _ := jobs.Inspect(ctx)
+	fmt.Printf("holder: group %s, weight %d\n", st.Holders[0].Group, st.Holders[0].Weight)
+	fmt.Printf("waiter: group %s, weight %d\n", st.Waiters[0].Group, st.Waiters[0].Weight)
+	held.Release(ctx)
+	<-done
+	// Output:
+	// holder: group paid, weight 3
+	// waiter: group free, weight 1
 }

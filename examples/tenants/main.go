@@ -3,7 +3,7 @@
 // now and then. Without groups the semaphore is one FIFO line, so every
 // quiet job waits behind the noisy tenant's backlog. With
 // fairlock.WithGroup(tenant), the next free permit goes to the tenant that
-// holds the fewest, so a quiet tenant's job starts as soon as one job ends,
+// has used the least permit-time, so a quiet tenant's job starts as soon as one job ends,
 // and the noisy tenant still gets every permit nobody else wants.
 //
 // Each tenant is a goroutine group with its own Redis client and Locker,
