@@ -47,18 +47,20 @@ func TestGroupWeightsShare(t *testing.T) {
 				parties = append(parties, groupParty{group: fmt.Sprintf("tenant-w%d", w),
 					sem: mustSem(t, newLocker(t, srv.Client(t)), name, capacity), workers: 6, weight: w})
 			}
-			grants, _ := groupLoop(t, ctx, parties, run, holdFor)
+			grants, used := groupLoop(t, ctx, parties, run, holdFor)
 			var total int64
-			for _, n := range grants {
-				total += n
+			var totalUsed time.Duration
+			for i, n := range grants {
+				total, totalUsed = total+n, totalUsed+used[i]
 			}
-			shares, worst := make([]string, len(grants)), 0.0
+			shares, timeShares, worst := make([]string, len(grants)), make([]string, len(grants)), 0.0
 			for i, n := range grants {
 				off := shareOff(float64(n), float64(total), float64(i+1)/10)
 				worst = max(worst, off)
 				shares[i] = fmt.Sprintf("%.1f%%", 100*float64(n)/float64(total))
+				timeShares[i] = fmt.Sprintf("%.1f%%", 100*float64(used[i])/float64(totalUsed))
 			}
-			t.Logf("capacity %d, weights 1:2:3:4, %d grants in %v: %v (%v), worst %.1f%% off its weight's share", capacity, total, run, grants, shares, 100*worst)
+			t.Logf("capacity %d, weights 1:2:3:4, %d grants in %v: %v (%v; of permit-time %v), worst %.1f%% off its weight's share", capacity, total, run, grants, shares, timeShares, 100*worst)
 			if worst > 0.10 {
 				t.Fatalf("shares %v of %d grants: a tenant is %.1f%% off its weight's share, more than 10%%", shares, total, 100*worst)
 			}

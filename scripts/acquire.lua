@@ -70,5 +70,5 @@ if grantHeads(token) then
   if holds(token) then return fenceOf(token) end
   place = placeOf(token)
 end
-if mode == 'count' then return -place end
+if mode == 'count' then return -(place or placeOf(token)) end
 return -1

@@ -35,9 +35,6 @@ const (
 	Batch = 1000
 	// ScanWaiters is the most waiters one scan for dead ones looks at.
 	ScanWaiters = 10 * Batch
-	// servedBase orders a group that was served after every group never
-	// served (lib/counted/queue.lua).
-	servedBase = 1_000_000_000_000_000
 )
 
 // The error replies of the scripts, each the start of the message that
@@ -68,7 +65,6 @@ var constants = strings.NewReplacer(
 	"FENCE_FLOOR", strconv.Itoa(FenceFloor),
 	"FENCE_TTL_MS", strconv.Itoa(FenceTTLMs),
 	"SCAN_WAITERS", strconv.Itoa(ScanWaiters),
-	"SERVED_BASE", strconv.Itoa(servedBase),
 	"BATCH", strconv.Itoa(Batch),
 )
 

@@ -124,7 +124,7 @@ var keysLua = map[string]bool{"holdersKey": true, "queueKey": true, "orderKey": 
 
 func TestNoConstantLeftUnreplaced(t *testing.T) {
 	for name, src := range scripts.All() {
-		for _, c := range []string{"FENCE_FLOOR", "FENCE_TTL_MS", "BATCH", "SCAN_WAITERS", "SERVED_BASE",
+		for _, c := range []string{"FENCE_FLOOR", "FENCE_TTL_MS", "BATCH", "SCAN_WAITERS",
 			"ERR_SESSION_GONE", "ERR_WITHDRAWN", "ERR_WAITERS_FIRST", "ERR_CAPACITY", "WAITERS_KEY_SUFFIX"} {
 			if strings.Contains(src, c) {
 				t.Errorf("%s still names %s", name, c)

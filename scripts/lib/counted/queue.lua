@@ -9,28 +9,33 @@
 -- with none yet), the scan (lib/maintain.lua) what a hold has lasted
 -- beyond that while it lasts, and its release the rest: so the group just
 -- served is not the most deprived, and a group whose holds are longer
--- gets fewer grants. A group that starts to wait (new, back from idle, or
--- let in again by its limit) starts no lower than the clock of the group
--- granted last, which was the lowest waiting then: it cannot bank credit.
--- Equal clocks go to the group served least recently, a group never
--- served first in its head's arrival order. Within a group, strict FIFO.
+-- gets fewer grants. A group new or back from idle (forgotten: nothing
+-- held, nobody waiting) starts at the clock of the group granted last,
+-- which was the lowest waiting then: it cannot bank credit. A group that
+-- holds permits keeps its clock, which its holds move, while its line is
+-- empty: with many grants each, a heavy group's line empties between a
+-- release and its next request, which must not cost it its lead.
+-- Among equal clocks, a group never served goes first, in its head's
+-- arrival order (a grant charges at least 1, so served groups' clocks
+-- rarely tie; then by name). Within a group, strict FIFO.
 -- docs/design.md says why this rule. The state hash keeps:
 --   grouped     the parties (waiters and holders) that named a group
 --   glimit      the most permits one group may hold (0: no limit)
 --   vnow        the clock of the group granted last, before its charge
 --   mean        the mean hold of the lock's grouped grants, µs
---   tick        grants made in grouped mode
 --   g:<token>   a grouped party's group
 --   t:<token>   a holder granted in grouped mode: "<µs granted> <charged>"
 --   h:<group>   the permits the group holds
---   s:<group>   when it was last served (SERVED_BASE + tick); absent: never
+--   s:<group>   "1" once it was served; absent: never
 --   v:<group>   its clock
 --   e:<group>   its mean hold, µs (absent: none ended yet)
 --   w:<group>   its weight, the one its most recent request named
---   m:<group>   its member in groupsKey, a sorted set of the groups whose
---               head may be granted, scored by clock: "<stamp, 16
---               digits>:<group>"
--- so the next group is the first member, in O(log G) for G groups.
+--   m:<group>   its member in groupsKey, while it is there: a sorted set
+--               of the groups whose head may be granted, scored by clock;
+--               the member is "1:<group>" once served, before that
+--               "0<its head's arrival, 16 digits>:<group>"
+-- so the next group is the first member, in O(log G) for G groups. A
+-- grant moves its group's score (one ZADD), not its member.
 
 local base = string.sub(stateKey, 1, -6)
 local groupsKey = base .. 'groups'
@@ -70,7 +75,7 @@ local function groupRecord(group)
   local r = groups[group]
   if not r then
     local f = redis.call('HMGET', stateKey, 'h:' .. group, 's:' .. group, 'm:' .. group, 'v:' .. group, 'e:' .. group, 'w:' .. group)
-    r = {held = tonumber(f[1]) or 0, stamp = tonumber(f[2]), member = f[3] or nil, clock = tonumber(f[4]),
+    r = {held = tonumber(f[1]) or 0, served = f[2] ~= false, member = f[3] or nil, clock = tonumber(f[4]),
          mean = tonumber(f[5]), weight = tonumber(f[6]) or 1}
     r.score = r.member and r.clock
     groups[group] = r
@@ -94,30 +99,44 @@ end
 
 local function clockText(clock) return string.format('%d', clock) end
 
+
 -- place puts group where the grant loop finds it, or takes it out: in
--- groupsKey while it has a head its limit lets in. A group with nobody
--- waiting and nothing held is forgotten.
-local function place(group)
+-- groupsKey while it has a head its limit lets in, at its clock. A group
+-- with nobody waiting and nothing held is forgotten. lineSame: this call
+-- left the group's line as it was (a release, a charge), so without a
+-- limit its head is there exactly when it is placed, and is not read.
+local function place(group, lineSame)
   local r = groupRecord(group)
-  local head = peek(lineOfGroup(group))
+  local head
+  if lineSame and groupLimit == 0 then
+    head = r.member ~= nil
+  else
+    head = peek(lineOfGroup(group))
+  end
   local member
   if head and (groupLimit == 0 or r.held + weight(head) <= groupLimit) then
-    local stamp = r.stamp or tonumber(redis.call('ZSCORE', orderKey, head))
-    member = string.format('%016d:', stamp) .. group
+    if r.served then
+      member = '1:' .. group
+    elseif r.member and lineSame then
+      member = r.member
+    else
+      member = string.format('0%016d:', tonumber(redis.call('ZSCORE', orderKey, head))) .. group
+    end
   end
   if member ~= r.member then
     if r.member then redis.call('ZREM', groupsKey, r.member) end
     if member then
-      if not r.member then r.clock = math.max(r.clock or 0, virtualNow()) end
+      r.clock = r.clock or virtualNow()
       redis.call('HSET', stateKey, 'm:' .. group, member, 'v:' .. group, clockText(r.clock))
     else
       redis.call('HDEL', stateKey, 'm:' .. group)
     end
     r.member, r.score = member, nil
   end
+  -- Only a new member may have made the key: a key that was there has
+  -- its TTL, kept by its waiters' heartbeats (keepQueue).
   if member and r.score ~= r.clock then
-    redis.call('ZADD', groupsKey, r.clock, member)
-    keepFor(groupsKey, keepTTL, true)
+    if redis.call('ZADD', groupsKey, r.clock, member) == 1 then keepFor(groupsKey, keepTTL, true) end
     r.score = r.clock
   end
   if not head and r.held == 0 then
@@ -135,7 +154,7 @@ local function partyLeft(token, group)
   redis.call('HDEL', stateKey, 'g:' .. token, 't:' .. token)
   groupedParties = redis.call('HINCRBY', stateKey, 'grouped', -1)
   if groupedParties > 0 then return end
-  redis.call('HDEL', stateKey, 'grouped', 'tick', 'vnow', 'mean', 'h:', 's:', 'm:', 'v:', 'e:',
+  redis.call('HDEL', stateKey, 'grouped', 'vnow', 'mean', 'h:', 's:', 'm:', 'v:', 'e:',
     'h:' .. group, 's:' .. group, 'm:' .. group, 'v:' .. group, 'e:' .. group, 'w:' .. group)
   redis.call('DEL', groupsKey)
   local holders = redis.call('ZRANGE', holdersKey, 0, -1)
@@ -162,19 +181,22 @@ local function join(token, group, held, weight)
   groupedParties = redis.call('HINCRBY', stateKey, 'grouped', 1)
 end
 
+-- enqueue returns token's place in arrival order, or, with groups, nil:
+-- its place among every group's costs a command, for whoever asks.
+-- Joining a line with a head changes nothing of the group's.
 local function enqueue(token, group, held, weight)
   join(token, group, held, weight)
   local length = arrive(lineOfGroup(group), token)
   if groupedParties == 0 then return length end
-  place(group)
-  return waiting() -- its place in arrival order, among every group's
+  if length == 1 then place(group) end
+  return nil
 end
 
 local function nextHead()
   if groupedParties == 0 then return peek(queueKey), '' end
   local member = redis.call('ZRANGE', groupsKey, 0, 0)[1]
   if not member then return nil end
-  local group = string.sub(member, 18)
+  local group = string.sub(member, string.find(member, ':', 1, true) + 1)
   return peek(lineOfGroup(group)), group
 end
 
@@ -208,16 +230,15 @@ local function groupTook(token, group, n)
   if groupedParties == 0 then return end
   local r = groupRecord(group)
   r.held = r.held + n
-  r.stamp = SERVED_BASE + redis.call('HINCRBY', stateKey, 'tick', 1)
   local clock = r.clock or virtualNow()
   local mean = r.mean
   if not mean then
     readClock()
     mean = lockMean or 0
   end
-  local charge = math.floor(n * mean / r.weight)
-  vnow, r.clock = clock, clock + charge
-  redis.call('HSET', stateKey, 'h:' .. group, r.held, 's:' .. group, string.format('%d', r.stamp),
+  local charge = math.max(math.floor(n * mean / r.weight), 1)
+  vnow, r.clock, r.served = clock, clock + charge, true
+  redis.call('HSET', stateKey, 'h:' .. group, r.held, 's:' .. group, 1,
     'v:' .. group, clockText(r.clock), 'vnow', clockText(clock), 't:' .. token, string.format('%d %d', nowUs(), charge))
   place(group)
 end
@@ -253,7 +274,7 @@ local function groupFreed(token, n)
   elseif f[2] then
     redis.call('HDEL', stateKey, 't:' .. token)
   end
-  if groupedParties > 0 then place(group) end
+  if groupedParties > 0 then place(group, true) end
 end
 
 -- chargeHolds charges each group what its holders have used beyond what
@@ -291,7 +312,7 @@ local function chargeHolds()
     writes[#writes + 1] = clockText(groups[group].clock)
   end
   redis.call('HSET', stateKey, unpack(writes))
-  for group in pairs(moved) do place(group) end
+  for group in pairs(moved) do place(group, true) end
 end
 
 local function keepQueue()
