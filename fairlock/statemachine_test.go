@@ -6,8 +6,9 @@ package fairlock_test
 // TTLs of its own (75 ms to 600 ms, lease TTL != waiter TTL as often as
 // not), on a mutex, a semaphore of 3 permits, a read-write lock, and a
 // semaphore of 3 permits shared by groups (WithGroup, the groups "", "a"
-// and "b", WithGroupLimit 2). rapid shrinks a failure to a short sequence
-// and prints it.
+// and "b", WithGroupLimit 2; a grouped request may weigh its group 1, 3
+// or 1000 with WithGroupWeight, or name no weight). rapid shrinks a
+// failure to a short sequence and prints it.
 //
 // Actions: Acquire (waits until queued or granted), TryAcquire, Release,
 // Extend, Cancel of a waiting call, Do whose fn returns or panics. Faults,
@@ -32,7 +33,9 @@ package fairlock_test
 //     order, without repeats (with groups: the groups' lines together hold
 //     the order set's tokens, each line in arrival order); a semaphore's
 //     count of permits in use equals the sum over its holders, and so does
-//     each group's;
+//     each group's; the groups' clock fields are kept only for a group
+//     with a party, a grant record only for a holder, and the groups set
+//     lists each group at the member and clock its state says;
 //   - permits held never exceed the capacity, and a writer holds alone; no
 //     group holds more than its limit;
 //   - no fence is handed out twice, a seeded fence counter is at least
