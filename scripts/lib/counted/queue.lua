@@ -99,7 +99,6 @@ end
 
 local function clockText(clock) return string.format('%d', clock) end
 
-
 -- place puts group where the grant loop finds it, or takes it out: in
 -- groupsKey while it has a head its limit lets in, at its clock. A group
 -- with nobody waiting and nothing held is forgotten. lineSame: this call
