@@ -24,6 +24,22 @@ func tenantWeights(r KindResult) string {
 	return strings.Join(parts, ":")
 }
 
+// tenantTable prints the rows of a tenants table, one line per tenant with
+// its row's peer and totals on the first; column is the tenant's figure
+// after its name (its workers, or its weight).
+func tenantTable(p func(string, ...any), res *Results, rows []KindResult, column func(TenantFigures) int) {
+	for _, r := range rows {
+		for i, t := range r.Tenants {
+			row, total, inUse := "", "", ""
+			if i == 0 {
+				row, total, inUse = r.Peer, fmt.Sprintf("%.0f", r.GrantsPerSec), fmt.Sprintf("%.1f%%", 100*r.InUse)
+			}
+			p("| %s | %s | %s | %s | %d | %.0f | %.1f%% | %.3f | %.2f ms%s | %.2f ms%s |\n", row, total, inUse, t.Name, column(t), t.GrantsPerSec, 100*t.Share,
+				t.Share/math.Max(t.FairShare, 1e-9), t.WaitP50us/1e3, xl(res, r.LocalPingus, t.WaitP50us), t.WaitP99us/1e3, xl(res, r.LocalPingus, t.WaitP99us))
+		}
+	}
+}
+
 // kindRow returns the row of peer that ran (made grants), or nil.
 func kindRow(rows []KindResult, peer string) *KindResult {
 	for i := range rows {
@@ -120,17 +136,8 @@ func kindTables(b *strings.Builder, res *Results) {
 		r0 := ranRow(rows)
 		p("## 6c. Tenants: capacity %d, %d workers, each on its own client, in tenants %s; every request 1 permit, hold %.0f ms, %.0f s per row; fairlock with groups (WithGroup(tenant)), plain FIFO fairlock, and the spinning semaphore\n\n", r0.Capacity, r0.Workers, tenantLayout(r0), r0.HoldMs, r0.DurationS)
 		p("| row | total grants/s | permits in use | tenant | workers | grants/s | share of grants | ÷ even share | wait p50 | wait p99 |\n|---|---|---|---|---|---|---|---|---|---|\n")
-		for _, r := range rows {
-			for i, t := range r.Tenants {
-				row, total, inUse := "", "", ""
-				if i == 0 {
-					row, total, inUse = r.Peer, fmt.Sprintf("%.0f", r.GrantsPerSec), fmt.Sprintf("%.1f%%", 100*r.InUse)
-				}
-				p("| %s | %s | %s | %s | %d | %.0f | %.1f%% | %.2f | %.2f ms%s | %.2f ms%s |\n", row, total, inUse, t.Name, t.Workers, t.GrantsPerSec, 100*t.Share, t.Share/math.Max(t.FairShare, 1e-9),
-					t.WaitP50us/1e3, xl(res, r.LocalPingus, t.WaitP50us), t.WaitP99us/1e3, xl(res, r.LocalPingus, t.WaitP99us))
-			}
-		}
-		p("\nA tenant with one worker asks again right after its release; under plain FIFO each request gets a turn, so a tenant's share follows its workers. With groups, a freed permit goes to the waiting group that has used the least permit-time (its virtual clock), the one served least recently among equals.\n\n")
+		tenantTable(p, res, rows, func(t TenantFigures) int { return t.Workers })
+		p("\nA tenant with one worker asks again right after its release; under plain FIFO each request gets a turn, so a tenant's share follows its workers. With groups, a freed permit goes to the waiting group that has used the least permit-time (its virtual clock).\n\n")
 		for _, r := range rows {
 			callLines(b, r.Peer, r.runDetail, r.GrantsTotal)
 		}
@@ -140,16 +147,7 @@ func kindTables(b *strings.Builder, res *Results) {
 		r0 := ranRow(rows)
 		p("## 6d. Weighted tenants: capacity %d, %d workers, each on its own client, in tenants %s of weights %s; every request 1 permit, hold %.0f ms, %.0f s per row; fairlock with weights (WithGroupWeight) and with groups alone\n\n", r0.Capacity, r0.Workers, tenantLayout(r0), tenantWeights(r0), r0.HoldMs, r0.DurationS)
 		p("| row | total grants/s | permits in use | tenant | weight | grants/s | share of grants | ÷ weight's share | wait p50 | wait p99 |\n|---|---|---|---|---|---|---|---|---|---|\n")
-		for _, r := range rows {
-			for i, t := range r.Tenants {
-				row, total, inUse := "", "", ""
-				if i == 0 {
-					row, total, inUse = r.Peer, fmt.Sprintf("%.0f", r.GrantsPerSec), fmt.Sprintf("%.1f%%", 100*r.InUse)
-				}
-				p("| %s | %s | %s | %s | %d | %.0f | %.1f%% | %.3f | %.2f ms | %.2f ms |\n", row, total, inUse, t.Name, max(t.Weight, 1), t.GrantsPerSec, 100*t.Share,
-					t.Share/math.Max(t.FairShare, 1e-9), t.WaitP50us/1e3, t.WaitP99us/1e3)
-			}
-		}
+		tenantTable(p, res, rows, func(t TenantFigures) int { return max(t.Weight, 1) })
 		p("\nEvery tenant is backlogged and holds alike, so its share of grants is its share of permit-time. With weights, a freed permit goes to the waiting group with the lowest virtual clock (permit-time ÷ weight); with groups alone every weight is 1.\n\n")
 		for _, r := range rows {
 			callLines(b, r.Peer, r.runDetail, r.GrantsTotal)
