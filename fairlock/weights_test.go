@@ -32,9 +32,15 @@ func shareOff(part, total, want float64) float64 {
 }
 
 // 4 backlogged tenants with weights 1, 2, 3 and 4, 6 workers each taking 1
-// permit for 1 ms: each tenant's share of grants is within 10% of 10, 20,
-// 30 and 40%, on 8 permits (which do not divide among the weights: the
-// holdings 0.8, 1.6, 2.4 and 3.2 are met on average) and on 1.
+// permit for 1 ms: each tenant's share of the permit-time (from Acquire's
+// return to Release's return) is within 10% of 10, 20, 30 and 40%, on 8
+// permits (which do not divide among the weights: the holdings 0.8, 1.6,
+// 2.4 and 3.2 are met on average) and on 1. The shares of grants are
+// logged: they are the same while holds are alike, as bench row 6d shows
+// (within 4%), but on a loaded machine a 1 ms hold is not 1 ms, and the
+// rule shares permit-time, not grants (a CI run with a core kept busy:
+// grants 8.3/19.8/30.3/41.7%, permit-time 9.5/19.5/30.9/40.1%, 739 grants
+// in 5 s).
 func TestGroupWeightsShare(t *testing.T) {
 	for _, capacity := range []int{8, 1} {
 		t.Run(fmt.Sprintf("capacity %d", capacity), func(t *testing.T) {
@@ -55,14 +61,14 @@ func TestGroupWeightsShare(t *testing.T) {
 			}
 			shares, timeShares, worst := make([]string, len(grants)), make([]string, len(grants)), 0.0
 			for i, n := range grants {
-				off := shareOff(float64(n), float64(total), float64(i+1)/10)
-				worst = max(worst, off)
+				worst = max(worst, shareOff(float64(used[i]), float64(totalUsed), float64(i+1)/10))
 				shares[i] = fmt.Sprintf("%.1f%%", 100*float64(n)/float64(total))
 				timeShares[i] = fmt.Sprintf("%.1f%%", 100*float64(used[i])/float64(totalUsed))
 			}
-			t.Logf("capacity %d, weights 1:2:3:4, %d grants in %v: %v (%v; of permit-time %v), worst %.1f%% off its weight's share", capacity, total, run, grants, shares, timeShares, 100*worst)
+			t.Logf("capacity %d, weights 1:2:3:4, %d grants in %v: %v; shares of permit-time %v, of grants %v; worst %.1f%% off its weight's share of permit-time",
+				capacity, total, run, grants, timeShares, shares, 100*worst)
 			if worst > 0.10 {
-				t.Fatalf("shares %v of %d grants: a tenant is %.1f%% off its weight's share, more than 10%%", shares, total, 100*worst)
+				t.Fatalf("shares of permit-time %v (of grants %v, %d in all): a tenant is %.1f%% off its weight's share, more than 10%%", timeShares, shares, total, 100*worst)
 			}
 		})
 	}
@@ -165,13 +171,14 @@ func TestGroupWeightsWithinLimit(t *testing.T) {
 // A group that was away comes back at the clock of the groups that waited:
 // it does not get the permits for as long as it was away. Tenant A runs
 // alone for 1 s, then B, with equal weight and holds, joins: over the next
-// second B's share of grants is within 15% of half.
+// second B's share of the permit-time is within 15% of half (with the
+// credit banked, it would be about all of it).
 func TestGroupWeightsNoBankedCredit(t *testing.T) {
 	srv := redistest.Start(t)
 	const capacity, holdFor = 2, 2 * time.Millisecond
 	ctx := withTimeout(t, 30*time.Second)
 	var counting atomic.Bool
-	var grants [2]atomic.Int64
+	var grants, held [2]atomic.Int64
 	var wg sync.WaitGroup
 	work := func(i int, group string, runCtx context.Context) {
 		sem := mustSem(t, newLocker(t, srv.Client(t)), "banked", capacity)
@@ -185,11 +192,13 @@ func TestGroupWeightsNoBankedCredit(t *testing.T) {
 						}
 						return
 					}
-					if counting.Load() {
-						grants[i].Add(1)
-					}
+					granted, counted := time.Now(), counting.Load()
 					time.Sleep(holdFor)
 					released(t, lease)
+					if counted {
+						grants[i].Add(1)
+						held[i].Add(int64(time.Since(granted)))
+					}
 				}
 			})
 		}
@@ -201,11 +210,11 @@ func TestGroupWeightsNoBankedCredit(t *testing.T) {
 	counting.Store(true)
 	work(1, "tenant-b", runCtx)
 	wg.Wait()
-	a, b := grants[0].Load(), grants[1].Load()
+	a, b := time.Duration(held[0].Load()), time.Duration(held[1].Load())
 	off := shareOff(float64(b), float64(a+b), 0.5)
-	t.Logf("after tenant-a ran alone for 1 s: tenant-a %d grants, tenant-b %d, %.1f%% off half", a, b, 100*off)
+	t.Logf("after tenant-a ran alone for 1 s: tenant-a held %v in %d grants, tenant-b %v in %d; tenant-b %.1f%% off half", a, grants[0].Load(), b, grants[1].Load(), 100*off)
 	if off > 0.15 {
-		t.Fatalf("tenant-b got %d grants and tenant-a %d once b joined: %.1f%% off half, more than 15%%", b, a, 100*off)
+		t.Fatalf("once tenant-b joined, it held %v and tenant-a %v: %.1f%% off half, more than 15%%", b, a, 100*off)
 	}
 }
 
