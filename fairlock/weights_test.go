@@ -129,7 +129,9 @@ func TestGroupWeightsOngoingHold(t *testing.T) {
 	srv := redistest.Start(t)
 	const run, holdFor = 2 * time.Second, 2 * time.Millisecond
 	ctx := withTimeout(t, run+30*time.Second)
-	sem := func() *fairlock.Semaphore { return mustSem(t, newLocker(t, srv.Client(t), fairlock.WithLeaseTTL(loadLeaseTTL)), "ongoing", 2) }
+	sem := func() *fairlock.Semaphore {
+		return mustSem(t, newLocker(t, srv.Client(t), fairlock.WithLeaseTTL(loadLeaseTTL)), "ongoing", 2)
+	}
 	semA := sem()
 	long := hold(t, groupPermits(semA, 1, "tenant-a"))
 	grants, _ := groupLoop(t, ctx, []groupParty{{group: "tenant-a", sem: semA, workers: 3}, {group: "tenant-b", sem: sem(), workers: 3}}, run, holdFor)
