@@ -99,6 +99,16 @@ end
 
 local function clockText(clock) return string.format('%d', clock) end
 
+-- keepGroups keeps groupsKey keepTTL ms more, once per call that moves a
+-- score: a member that stays may belong to a Locker with longer TTLs than
+-- the one whose call made the key, and must not outlive it.
+local groupsKept = false
+local function keepGroups()
+  if groupsKept then return end
+  keepFor(groupsKey, keepTTL, true)
+  groupsKept = true
+end
+
 -- place puts group where the grant loop finds it, or takes it out: in
 -- groupsKey while it has a head its limit lets in, at its clock. A group
 -- with nobody waiting and nothing held is forgotten. lineSame: this call
@@ -132,10 +142,9 @@ local function place(group, lineSame)
     end
     r.member, r.score = member, nil
   end
-  -- Only a new member may have made the key: a key that was there has
-  -- its TTL, kept by its waiters' heartbeats (keepQueue).
   if member and r.score ~= r.clock then
-    if redis.call('ZADD', groupsKey, r.clock, member) == 1 then keepFor(groupsKey, keepTTL, true) end
+    redis.call('ZADD', groupsKey, r.clock, member)
+    keepGroups()
     r.score = r.clock
   end
   if not head and r.held == 0 then
