@@ -62,6 +62,10 @@ func (a *attempt) configure(opts []AcquireOption) error {
 		return fmt.Errorf("%w: WithGroupWeight needs WithGroup", ErrInvalid)
 	case c.hasWeight && (c.weight < 1 || c.weight > MaxGroupWeight):
 		return fmt.Errorf("%w: group weight %d is outside 1..MaxGroupWeight (%d)", ErrInvalid, c.weight, MaxGroupWeight)
+	case c.priority < 0 || c.priority > MaxPriority:
+		return fmt.Errorf("%w: priority %d is outside 0..MaxPriority (%d)", ErrInvalid, c.priority, MaxPriority)
+	case c.priority > 0 && a.req.ref.kind == rwKind:
+		return fmt.Errorf("%w: a read-write lock takes no priority: its waiters are granted in arrival order", ErrInvalid)
 	}
 	if a.wait {
 		a.mode = modeWait
@@ -242,7 +246,7 @@ func (l *Locker) newWaiter(a *attempt) (w *waiter, open []any) {
 		ref:        a.req.ref,
 		req:        a.req,
 		session:    s,
-		token:      s.id + ":" + strconv.FormatUint(b.seq, 36) + a.req.suffix,
+		token:      s.id + ":" + strconv.FormatUint(b.seq, 36) + l.lane(a.cfg.priority) + a.req.suffix,
 		group:      a.cfg.group,
 		weight:     max(a.cfg.weight, 1),
 		meta:       a.cfg.metadata,
@@ -251,6 +255,15 @@ func (l *Locker) newWaiter(a *attempt) (w *waiter, open []any) {
 	}
 	w.tokenArg = w.token
 	return w, l.openArgs(s)
+}
+
+// lane is what a token carries for its priority and its Locker's aging
+// (scripts/lib/lanes.lua): nothing for the defaults.
+func (l *Locker) lane(priority int) string {
+	if priority == 0 && l.cfg.aging == DefaultPriorityAging {
+		return ""
+	}
+	return "!" + strconv.Itoa(priority) + "/" + strconv.FormatInt(l.cfg.aging.Milliseconds(), 10)
 }
 
 // listen puts w where grant messages, the heartbeat and its session's end

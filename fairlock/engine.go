@@ -1,6 +1,7 @@
 package fairlock
 
 import (
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,7 +114,7 @@ type waiter struct {
 
 // event starts an Event about w.
 func (w *waiter) event(kind EventKind) Event {
-	return Event{Kind: kind, Name: w.ref.name, Lock: w.ref.kind.lock, Shared: w.req.shared, Permits: w.req.permits, Group: w.group, Weight: groupWeight(w.group, w.weight), Token: w.token}
+	return Event{Kind: kind, Name: w.ref.name, Lock: w.ref.kind.lock, Shared: w.req.shared, Permits: w.req.permits, Group: w.group, Weight: groupWeight(w.group, w.weight), Priority: tokenPriority(w.token), Token: w.token}
 }
 
 func (b *books) forget(w *waiter) {
@@ -163,7 +164,18 @@ type Lease struct {
 
 // event starts an Event about s.
 func (s *Lease) event(kind EventKind) Event {
-	return Event{Kind: kind, Name: s.ref.name, Lock: s.ref.kind.lock, Shared: s.shared, Permits: s.permits, Group: s.group, Weight: groupWeight(s.group, s.weight), Token: s.token}
+	return Event{Kind: kind, Name: s.ref.name, Lock: s.ref.kind.lock, Shared: s.shared, Permits: s.permits, Group: s.group, Weight: groupWeight(s.group, s.weight), Priority: tokenPriority(s.token), Token: s.token}
+}
+
+// tokenPriority is the priority a token asks for: the digit after its "!"
+// (Locker.lane), 0 without one.
+func tokenPriority(token string) int {
+	if i := strings.LastIndexByte(token, '!'); i >= 0 && i+1 < len(token) {
+		if p := int(token[i+1] - '0'); p >= 0 && p <= MaxPriority {
+			return p
+		}
+	}
+	return 0
 }
 
 // groupWeight is Event.Weight: a request's group weight, 0 without a group.

@@ -100,6 +100,7 @@ type Event struct {
 	Permits  int       // permits asked for or held: n for LockSemaphore, else 1
 	Group    string    // the request's group (WithGroup), "" if none
 	Weight   int       // the weight its request gave the group (WithGroupWeight, 1 by default), 0 without a group
+	Priority int       // the request's priority (WithPriority)
 	Token    string    // the waiter's or lease's token
 	Position int       // EventEnqueued, EventMoved: 1 is next in line
 	Fence    int64     // EventGranted, EventReleased, EventLost

@@ -9,7 +9,7 @@ import (
 )
 
 // The fast path takes a free mutex that nobody waits for without a script,
-// in one pipeline: EXISTS session session queue, SET lock NX GET PX, INCR
+// in one pipeline: EXISTS session session order, SET lock NX GET PX, INCR
 // fence, PEXPIRE fence NX. A script call costs Redis more than the
 // commands it runs, and on an uncontended lock that is the cost of every
 // acquire.
@@ -17,9 +17,10 @@ import (
 // The commands need not run as one: SET NX decides who gets the lock, and
 // the fence is drawn after it while the lock is held, so fences follow
 // grant order as they do in the scripts. EXISTS counts the session twice
-// and the queue once, so its reply says both whether the session lives (a
-// grant in a dead session would be free for anyone) and whether waiters
-// are queued (a waiter queued after it arrived after this call). When the
+// and the order set (every waiter, of any priority) once, so its reply
+// says both whether the session lives (a grant in a dead session would be
+// free for anyone) and whether waiters are queued (a waiter queued after
+// it arrived after this call). When the
 // lock was free with waiters queued (its holder died or expired), it is
 // handed to them at once (cancel.lua): the fast path never jumps the
 // queue. GET tells a SET that go-redis sent again after a lost reply, and
@@ -90,7 +91,7 @@ func (l *Locker) fastSend(ctx context.Context, w *waiter, open []any) (found, fe
 		p.Do(ctx, "set", w.session.keys[1], open[2], "px", open[1])
 	}
 	if ref.fastSession != w.session {
-		ref.fastSession, ref.fastExists = w.session, []any{"exists", skey, skey, ref.args[1]}
+		ref.fastSession, ref.fastExists = w.session, []any{"exists", skey, skey, ref.args[2]}
 	}
 	exists := p.Do(ctx, ref.fastExists...)
 	ref.fastSet[2] = w.tokenArg

@@ -35,6 +35,7 @@ type Holder struct {
 	Metadata string        // WithMetadata, "" if none
 	Group    string        // WithGroup, "" if none
 	Weight   int           // its group's weight (WithGroupWeight): 1 without one
+	Priority int           // its request's priority (WithPriority)
 }
 
 // A Waiter is one live waiter in a lock's queue.
@@ -42,11 +43,15 @@ type Waiter struct {
 	Token    string // it becomes the lease's token when granted
 	Shared   bool
 	Permits  int
-	Position int           // 1 is next; with groups, its place in arrival order
+	Position int           // 1 is next; with groups, its place in arrival order; with priorities, every waiter of a priority above 0 comes first, in arrival order
 	TTL      time.Duration // how long it keeps its place if its Locker stops
 	Metadata string
 	Group    string
 	Weight   int
+	// Priority is its request's priority (WithPriority); while it waits,
+	// it ranks one level higher per aging (WithPriorityAging), up to
+	// MaxPriority.
+	Priority int
 }
 
 // Inspect reads the state of the lock of kind k (LockMutex, LockSemaphore
@@ -98,7 +103,7 @@ func parseSnapshot(reply any, kd *kind) (State, bool) {
 		}
 		shared, permits := requestOf(kd, s[0])
 		st.Holders = append(st.Holders, Holder{Token: s[0], Shared: shared, Permits: permits, Fence: fence,
-			TTL: time.Duration(left) * time.Millisecond, Metadata: s[1], Group: s[2], Weight: int(weight)})
+			TTL: time.Duration(left) * time.Millisecond, Metadata: s[1], Group: s[2], Weight: int(weight), Priority: tokenPriority(s[0])})
 		if kd == rwKind {
 			permits = 1
 		}
@@ -113,7 +118,7 @@ func parseSnapshot(reply any, kd *kind) (State, bool) {
 		}
 		shared, permits := requestOf(kd, s[0])
 		st.Waiters = append(st.Waiters, Waiter{Token: s[0], Shared: shared, Permits: permits, Position: len(st.Waiters) + 1,
-			TTL: time.Duration(left) * time.Millisecond, Metadata: s[1], Group: s[2], Weight: int(weight)})
+			TTL: time.Duration(left) * time.Millisecond, Metadata: s[1], Group: s[2], Weight: int(weight), Priority: tokenPriority(s[0])})
 		return true
 	})
 	return st, ok

@@ -226,8 +226,8 @@ func TestMetadataCostsNoCommandWhenUnset(t *testing.T) {
 		opts []fairlock.AcquireOption
 		want string
 	}{
-		{nil, "del=10 evalsha=10 exists=10 get=10 incr=10 lindex=10 pexpire=10 set=10"},
-		{[]fairlock.AcquireOption{fairlock.WithMetadata("job 7")}, "del=10 evalsha=20 get=30 hdel=10 hmget=10 hset=10 incr=10 lindex=10 pexpire=20 set=10 zcard=10"},
+		{nil, "del=10 evalsha=10 exists=20 get=10 incr=10 pexpire=10 set=10"},
+		{[]fairlock.AcquireOption{fairlock.WithMetadata("job 7")}, "del=10 evalsha=20 get=30 hdel=10 hmget=10 hset=10 incr=10 pexpire=20 set=10 zcard=10 zrange=10"},
 	} {
 		rdb.ConfigResetStat(ctx)
 		for range 10 {

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"strings"
 	"time"
+
+	"github.com/fairlock/fairlock/scripts"
 )
 
 // Defaults of a Locker.
@@ -17,6 +19,9 @@ const (
 	DefaultWaiterTTL = 3 * time.Second
 	// DefaultKeyPrefix starts every key and channel name.
 	DefaultKeyPrefix = "fairlock"
+	// DefaultPriorityAging is how long a waiter waits for each level its
+	// priority rises (WithPriorityAging).
+	DefaultPriorityAging = scripts.DefaultAgingMs * time.Millisecond
 )
 
 type config struct {
@@ -27,6 +32,7 @@ type config struct {
 	observer       func(Event)
 	logger         *slog.Logger
 	unsafeEviction bool
+	aging          time.Duration // WithPriorityAging
 
 	replicas       int // WithReplicaAck
 	replicaTimeout time.Duration
@@ -38,6 +44,7 @@ func defaultConfig() config {
 		waiterTTL: DefaultWaiterTTL,
 		autoRenew: true,
 		prefix:    DefaultKeyPrefix,
+		aging:     DefaultPriorityAging,
 	}
 }
 
@@ -61,6 +68,20 @@ func WithWaiterTTL(d time.Duration) Option {
 	return func(c *config) error {
 		c.waiterTTL = d
 		return checkTTL("waiter TTL", d)
+	}
+}
+
+// WithPriorityAging sets how long a waiter of the Locker waits for each
+// level its priority rises (DefaultPriorityAging): a waiter of priority p
+// (WithPriority) ranks as p+1 after waiting d, p+2 after 2d, up to
+// MaxPriority, on Redis's clock, so none waits forever behind requests of
+// higher priority: at most (MaxPriority - p) × d more than it would wait
+// behind the waiters that came before it, were they all of one priority.
+// Each request carries its Locker's aging. d is at least 1ms.
+func WithPriorityAging(d time.Duration) Option {
+	return func(c *config) error {
+		c.aging = d
+		return checkTTL("priority aging", d)
 	}
 }
 
@@ -196,6 +217,7 @@ type acquireConfig struct {
 	hasGroup   bool
 	weight     int
 	hasWeight  bool
+	priority   int
 }
 
 // OnQueued calls fn each time the call joins the queue, with its position
@@ -253,6 +275,24 @@ const MaxGroupWeight = 1000
 // Outside that range, or without WithGroup, Acquire returns ErrInvalid.
 func WithGroupWeight(w int) AcquireOption {
 	return func(c *acquireConfig) { c.weight, c.hasWeight = w, true }
+}
+
+// MaxPriority is the highest priority WithPriority takes.
+const MaxPriority = 9
+
+// WithPriority gives a mutex or semaphore request priority p, from 0 (the
+// default) to MaxPriority: a waiter of higher priority is granted before
+// every waiter of lower priority, and within one priority the order is
+// the usual one (FIFO, or the groups' fair share). Waiting raises a
+// waiter's priority one level per aging (WithPriorityAging), so no waiter
+// waits forever. The head-of-line rule holds across priorities: when the
+// waiter to be granted next does not fit, nobody is granted. TryAcquire
+// takes a priority too, and still never passes a waiter. Requests without
+// a priority cost what they always did. Outside 0..MaxPriority, or on a
+// read-write lock, whose waiters are granted in arrival order only (see
+// RWMutex), Acquire returns ErrInvalid.
+func WithPriority(p int) AcquireOption {
+	return func(c *acquireConfig) { c.priority = p }
 }
 
 // A SemaphoreOption configures a Semaphore in Locker.Semaphore.

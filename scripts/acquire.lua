@@ -61,14 +61,11 @@ if mode == 'try' then
   settle()
   return 0
 end
-local place = enqueue(token, group, permitsHeld(), groupWeight)
+enqueue(token, group, permitsHeld(), groupWeight)
 storeMeta()
 -- Room with waiters queued (their groups at their limits, or dead waiters
 -- at the head) goes to the heads now, this one's turn included: it must
 -- not wait for a heartbeat.
-if grantHeads(token) then
-  if holds(token) then return fenceOf(token) end
-  place = placeOf(token)
-end
-if mode == 'count' then return -(place or placeOf(token)) end
+if grantHeads(token) and holds(token) then return fenceOf(token) end
+if mode == 'count' then return -placeOf(token) end
 return -1

@@ -38,15 +38,8 @@ if ARGV[9] == '1' then
   keepQueue()
   keepFor(metaKey, keepTTL, false)
   keepState(false)
-  local kept = {}
   for i, token in ipairs(tokens) do
-    if queued[i] then
-      local line = lineOfGroup(groupOf(token))
-      if not kept[line] then
-        keepFor(line, keepTTL, false)
-        kept[line] = true
-      end
-    end
+    if queued[i] then keepLine(token) end
   end
 end
 return reply

@@ -35,6 +35,9 @@ const (
 	Batch = 1000
 	// ScanWaiters is the most waiters one scan for dead ones looks at.
 	ScanWaiters = 10 * Batch
+	// DefaultAgingMs is the aging of a waiter whose token names none
+	// (lib/lanes.lua): fairlock.DefaultPriorityAging.
+	DefaultAgingMs = 30_000
 )
 
 // The error replies of the scripts, each the start of the message that
@@ -66,6 +69,7 @@ var constants = strings.NewReplacer(
 	"FENCE_TTL_MS", strconv.Itoa(FenceTTLMs),
 	"SCAN_WAITERS", strconv.Itoa(ScanWaiters),
 	"BATCH", strconv.Itoa(Batch),
+	"DEFAULT_AGING_MS", strconv.Itoa(DefaultAgingMs),
 )
 
 //go:embed *.lua lib/*.lua lib/*/*.lua
@@ -84,7 +88,7 @@ func read(name string) string {
 // Lua finds each local before its use. A store has its own "state",
 // "queue" and "store" (lib/lock/, lib/counted/), and may have its own of
 // any module.
-var moduleOrder = []string{"clock", "keep", "tokens", "fence", "fifo", "state", "queue", "store", "grant", "unlock", "maintain"}
+var moduleOrder = []string{"clock", "keep", "tokens", "fence", "lanes", "fifo", "state", "queue", "store", "grant", "unlock", "maintain"}
 
 // A definition is one top-level definition of a module: a local function,
 // or local variables, with the comment above it.

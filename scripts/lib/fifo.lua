@@ -1,13 +1,17 @@
--- fifo.lua: the waiters' arrival order, kept twice: in a list, which
--- serves the head in O(1), and in orderKey, a sorted set token -> arrival
--- number, which tells a waiter's place (ZRANK) and whether a token waits.
+-- fifo.lua: the waiters' arrival order, kept twice: in a list per line,
+-- and in orderKey, a sorted set token -> arrival number (lib/lanes.lua),
+-- which serves the head in O(1), tells a waiter's place (ZRANK) and
+-- whether a token waits.
 
--- arrive numbers token one above the last waiter and appends it to list,
--- and returns the list's length. Both keys may be new.
-local function arrive(list, token)
+-- arrive numbers token, a waiter of lane, with the server's clock in µs,
+-- and at least one above the last waiter (a clock set back must not let a
+-- later waiter pass), and appends it to list; returns the list's length.
+-- Both keys may be new.
+local function arrive(list, token, lane)
   local last = redis.call('ZRANGE', orderKey, -1, -1, 'WITHSCORES')
-  local seq = (tonumber(last[2]) or 0) + 1
-  redis.call('ZADD', orderKey, seq, token)
+  local at = math.max(last[2] and arrivalOf(tonumber(last[2])) + 1 or 0, nowUs())
+  if lane > 0 then at = at - LANE_OFFSET end
+  redis.call('ZADD', orderKey, string.format('%d', at), token)
   local length = redis.call('RPUSH', list, token)
   keepFor(orderKey, keepTTL, #last == 0)
   keepFor(list, keepTTL, length == 1)
@@ -32,7 +36,8 @@ local function waiting() return redis.call('ZCARD', orderKey) end
 -- without its TTL.
 local function peek(list) return redis.call('LINDEX', list, 0) or nil end
 
-local function pop(list) redis.call('LPOP', list) end
+-- pop takes token, the head of list, off it: LREM finds it first.
+local function pop(list, token) redis.call('LREM', list, 1, token) end
 
 -- purge removes the tokens of the set dead from list, keeping its order:
 -- one LREM each for a few, else the list is written anew, which costs one

@@ -29,16 +29,17 @@ local function reapWaiters()
   for _, token in ipairs(tokens) do
     if not grantTTL(token) then
       local group = groupOf(token)
-      local line = lines[group]
+      local key = lineOf(token, group)
+      local line = lines[key]
       if not line then
         line = {set = {}, n = 0}
-        lines[group] = line
+        lines[key] = line
       end
       line.set[token], line.n = true, line.n + 1
       dead[#dead + 1] = {token, group}
     end
   end
-  for group, line in pairs(lines) do purge(lineOfGroup(group), line.set, line.n) end
+  for key, line in pairs(lines) do purge(key, line.set, line.n) end
   for _, d in ipairs(dead) do
     depart(d[1])
     waiterLeft(d[1], d[2])

@@ -1,13 +1,13 @@
--- queue.lua: one FIFO queue of waiters, the mutex's (lib/counted/queue.lua
--- is the semaphore's, with groups). Every queue defines:
+-- queue.lua: the mutex's queue: one FIFO line per priority
+-- (lib/lanes.lua); lib/counted/queue.lua is the semaphore's, with groups.
+-- Every queue defines:
 --   join(token, group, held, weight)
 --                                a request that names group (with its
 --                                weight) joins the lock's parties (held:
 --                                the permits held now), queued or taken
 --                                at once
 --   enqueue(token, group, held, weight)
---                                join, and wait at the back of the group's
---                                line; returns token's place, 1 first
+--                                join, and wait at the back of its line
 --   nextHead()                   the waiter to be granted next and its
 --                                group, or nil; it stays queued until
 --                                popHead
@@ -17,8 +17,9 @@
 --   leave(token)                 take token off the queue wherever it
 --                                stands; returns whether it was queued
 --   groupOf(token)               the group a queued token named ("": none)
---   lineOfGroup(group)           the list of a group's waiters
+--   lineOf(token, group)         the list a waiter of group waits in
 --   keepQueue()                  keep the queue's keys keepTTL ms more
+--   keepLine(token)              keep a waiter's line keepTTL ms more
 --   chargeHolds()                charge the holders' groups for the time
 --                                held so far (the scan's)
 -- and this one also emptied(anyway): did this call take the last waiter
@@ -29,15 +30,23 @@ local function setGrouping() end
 
 local function join() end
 
-local function enqueue(token) return arrive(queueKey, token) end
+local function enqueue(token)
+  local lane = laneOf(token)
+  arrive(laneKey(lane), token, lane)
+end
 
 -- Whether this call took waiters off the queue, for emptied.
 local tookOff = false
 
-local function nextHead() return peek(queueKey), '' end
+local function nextHead()
+  local first, score = firstWaiter()
+  if not first then return nil end
+  if score >= 0 then return first, '' end
+  return pickLane(function(lane) return peek(laneKey(lane)), '' end)
+end
 
 local function popHead(token)
-  pop(queueKey)
+  pop(laneKey(laneOf(token)), token)
   depart(token)
   tookOff = true
 end
@@ -46,7 +55,7 @@ local function waiterLeft(token) redis.call('HDEL', metaKey, token) end
 
 local function leave(token)
   depart(token)
-  local left = redis.call('LREM', queueKey, 1, token) == 1
+  local left = redis.call('LREM', laneKey(laneOf(token)), 1, token) == 1
   tookOff = tookOff or left
   return left
 end
@@ -59,9 +68,18 @@ local function groupOf() return '' end
 
 local function chargeHolds() end
 
-local function lineOfGroup() return queueKey end
+local function lineOf(token) return laneKey(laneOf(token)) end
 
 local function keepQueue()
   keepFor(queueKey, keepTTL, false)
   keepFor(orderKey, keepTTL, false)
+end
+
+-- keepLine keeps each line once per call.
+local linesKept = {}
+local function keepLine(token)
+  local line = lineOf(token)
+  if linesKept[line] then return end
+  keepFor(line, keepTTL, false)
+  linesKept[line] = true
 end

@@ -1,8 +1,12 @@
 -- counted/queue.lua: a semaphore's queue (the functions lib/queue.lua
--- lists), with groups. While no party names a group it is one FIFO line,
--- as the mutex's. Once one does, every group has its own line (the group
--- "" is queueKey, the others base .. 'gq:' .. name), and the next grant
--- goes to the group with the lowest virtual clock: the permit-time
+-- lists), with groups. While no party names a group it is one FIFO line
+-- per priority, as the mutex's. Once one does, every group has its own
+-- line per priority (lineOf: the group "" has laneKey's, the others
+-- base .. 'gq:' .. name in lane 0, base .. 'gq<lane>:' .. name in the
+-- others), each lane has its own groups set, and the lane to grant is
+-- chosen as without groups, from the head each lane's groups set names
+-- (lib/lanes.lua). Within a lane, the next grant goes to the group with
+-- the lowest virtual clock: the permit-time
 -- (permits × µs held) its grants used, divided by its weight
 -- (WithGroupWeight). A grant charges its group an estimate at once
 -- (permits × the group's mean hold ÷ weight; the lock's mean for a group
@@ -30,12 +34,17 @@
 --   v:<group>   its clock
 --   e:<group>   its mean hold, µs (absent: none ended yet)
 --   w:<group>   its weight, the one its most recent request named
---   m:<group>   its member in groupsKey, while it is there: a sorted set
---               of the groups whose head may be granted, scored by clock;
---               the member is "1:<group>" once served, before that
---               "0<its head's arrival, 16 digits>:<group>"
--- so the next group is the first member, in O(log G) for G groups. A
--- grant moves its group's score (one ZADD), not its member.
+--   m:<group>   its member in groupsKey, lane 0's groups set, while it
+--               is there: a sorted set of the groups whose head may be
+--               granted, scored by clock; the member is "1:<group>" once
+--               served, before that "0<its head's arrival, 16
+--               digits>:<group>"
+--   l:<group>   the lanes above 0 where it has a line, "13" (absent: none)
+--   m<lane>:<group>  its member in that lane's groups set, groupsKey ..
+--               ':' .. lane
+-- so the next group of a lane is the first member, in O(log G) for G
+-- groups. A grant moves its group's score in each lane it waits in (one
+-- ZADD each), not its member.
 
 local base = string.sub(stateKey, 1, -6)
 local groupsKey = base .. 'groups'
@@ -44,9 +53,24 @@ local groupedParties, groupLimit = 0, 0
 -- setGrouping is openStore's reading of the state.
 local function setGrouping(parties, limit) groupedParties, groupLimit = parties, limit end
 
-local function lineOfGroup(group)
-  if group == '' then return queueKey end
-  return base .. 'gq:' .. group
+local function groupsOfLane(lane)
+  if lane == 0 then return groupsKey end
+  return groupsKey .. ':' .. lane
+end
+
+-- line is the list of group's waiters in lane.
+local function line(group, lane)
+  if group == '' then return laneKey(lane) end
+  if lane == 0 then return base .. 'gq:' .. group end
+  return base .. 'gq' .. lane .. ':' .. group
+end
+
+local function lineOf(token, group) return line(group, laneOf(token)) end
+
+-- memberField names the state's field of group's member in lane's set.
+local function memberField(group, lane)
+  if lane == 0 then return 'm:' .. group end
+  return 'm' .. lane .. ':' .. group
 end
 
 local function groupOf(token)
@@ -68,19 +92,51 @@ local function virtualNow()
   return vnow
 end
 
--- Each group's fields, read once per call. score is its clock in
--- groupsKey, when it has a member there.
+-- Each group's fields, read once per call. lanes are the lanes it has a
+-- line in, 0 first; members[lane] its member in that lane's groups set,
+-- scores[lane] its clock there.
 local groups = {}
 local function groupRecord(group)
   local r = groups[group]
   if not r then
-    local f = redis.call('HMGET', stateKey, 'h:' .. group, 's:' .. group, 'm:' .. group, 'v:' .. group, 'e:' .. group, 'w:' .. group)
-    r = {held = tonumber(f[1]) or 0, served = f[2] ~= false, member = f[3] or nil, clock = tonumber(f[4]),
-         mean = tonumber(f[5]), weight = tonumber(f[6]) or 1}
-    r.score = r.member and r.clock
+    local f = redis.call('HMGET', stateKey, 'h:' .. group, 's:' .. group, 'm:' .. group, 'v:' .. group, 'e:' .. group, 'w:' .. group, 'l:' .. group)
+    r = {held = tonumber(f[1]) or 0, served = f[2] ~= false, clock = tonumber(f[4]), mean = tonumber(f[5]),
+         weight = tonumber(f[6]) or 1, lanes = {0}, members = {[0] = f[3] or nil}, scores = {}}
+    r.scores[0] = r.members[0] and r.clock
+    if f[7] then
+      local fields = {}
+      for lane in string.gmatch(f[7], '%d') do
+        r.lanes[#r.lanes + 1] = tonumber(lane)
+        fields[#fields + 1] = memberField(group, tonumber(lane))
+      end
+      local m = redis.call('HMGET', stateKey, unpack(fields))
+      for i = 2, #r.lanes do
+        r.members[r.lanes[i]] = m[i - 1] or nil
+        r.scores[r.lanes[i]] = m[i - 1] and r.clock
+      end
+    end
     groups[group] = r
   end
   return r
+end
+
+-- setLanes writes the lanes above 0 where group r has a line.
+local function setLanes(group, r)
+  if #r.lanes == 1 then
+    redis.call('HDEL', stateKey, 'l:' .. group)
+  else
+    redis.call('HSET', stateKey, 'l:' .. group, table.concat(r.lanes, '', 2))
+  end
+end
+
+-- addLane notes that group r has a line in lane now.
+local function addLane(group, r, lane)
+  if lane == 0 or r.members[lane] ~= nil then return end
+  for _, l in ipairs(r.lanes) do
+    if l == lane then return end
+  end
+  r.lanes[#r.lanes + 1] = lane
+  setLanes(group, r)
 end
 
 -- underLimit tells whether group may take n more permits within the group
@@ -99,55 +155,74 @@ end
 
 local function clockText(clock) return string.format('%d', clock) end
 
--- keepGroups keeps groupsKey keepTTL ms more, once per call that moves a
--- score: a member that stays may belong to a Locker with longer TTLs than
--- the one whose call made the key, and must not outlive it.
-local groupsKept = false
-local function keepGroups()
-  if groupsKept then return end
-  keepFor(groupsKey, keepTTL, true)
-  groupsKept = true
+-- keepGroups keeps a lane's groups set keepTTL ms more, once per call
+-- that moves a score there: a member that stays may belong to a Locker
+-- with longer TTLs than the one whose call made the key, and must not
+-- outlive it.
+local groupsKept = {}
+local function keepGroups(lane)
+  if groupsKept[lane] then return end
+  keepFor(groupsOfLane(lane), keepTTL, true)
+  groupsKept[lane] = true
 end
 
--- place puts group where the grant loop finds it, or takes it out: in
--- groupsKey while it has a head its limit lets in, at its clock. A group
--- with nobody waiting and nothing held is forgotten. lineSame: this call
--- left the group's line as it was (a release, a charge), so without a
--- limit its head is there exactly when it is placed, and is not read.
-local function place(group, lineSame)
-  local r = groupRecord(group)
+-- placeIn puts group r where the grant loop finds it in lane, or takes it
+-- out: in the lane's groups set while its line there has a head its limit
+-- lets in, at its clock. Returns whether the line has a head.
+local function placeIn(group, r, lane, lineSame)
   local head
   if lineSame and groupLimit == 0 then
-    head = r.member ~= nil
+    head = r.members[lane] ~= nil
   else
-    head = peek(lineOfGroup(group))
+    head = peek(line(group, lane))
   end
-  local member
+  local member, was = nil, r.members[lane]
   if head and (groupLimit == 0 or r.held + weight(head) <= groupLimit) then
     if r.served then
       member = '1:' .. group
-    elseif r.member and lineSame then
-      member = r.member
+    elseif was and lineSame then
+      member = was
     else
-      member = string.format('0%016d:', tonumber(redis.call('ZSCORE', orderKey, head))) .. group
+      member = string.format('0%016d:', arrivalOf(tonumber(redis.call('ZSCORE', orderKey, head)))) .. group
     end
   end
-  if member ~= r.member then
-    if r.member then redis.call('ZREM', groupsKey, r.member) end
+  if member ~= was then
+    if was then redis.call('ZREM', groupsOfLane(lane), was) end
     if member then
       r.clock = r.clock or virtualNow()
-      redis.call('HSET', stateKey, 'm:' .. group, member, 'v:' .. group, clockText(r.clock))
+      redis.call('HSET', stateKey, memberField(group, lane), member, 'v:' .. group, clockText(r.clock))
     else
-      redis.call('HDEL', stateKey, 'm:' .. group)
+      redis.call('HDEL', stateKey, memberField(group, lane))
     end
-    r.member, r.score = member, nil
+    r.members[lane], r.scores[lane] = member, nil
   end
-  if member and r.score ~= r.clock then
-    redis.call('ZADD', groupsKey, r.clock, member)
-    keepGroups()
-    r.score = r.clock
+  if member and r.scores[lane] ~= r.clock then
+    redis.call('ZADD', groupsOfLane(lane), r.clock, member)
+    keepGroups(lane)
+    r.scores[lane] = r.clock
   end
-  if not head and r.held == 0 then
+  return head ~= nil
+end
+
+-- place puts group in or out of each lane's groups set where it has a
+-- line (placeIn), and forgets a lane where its line is empty. A group
+-- with nobody waiting and nothing held is forgotten. lineSame: this call
+-- left the group's lines as they were (a release, a charge), so without
+-- a limit a head is there exactly when it is placed, and is not read.
+local function place(group, lineSame)
+  local r = groupRecord(group)
+  local waits, lanes = false, {0}
+  for _, lane in ipairs(r.lanes) do
+    if placeIn(group, r, lane, lineSame) then
+      waits = true
+      if lane > 0 then lanes[#lanes + 1] = lane end
+    end
+  end
+  if #lanes < #r.lanes then
+    r.lanes = lanes
+    setLanes(group, r)
+  end
+  if not waits and r.held == 0 then
     redis.call('HDEL', stateKey, 'h:' .. group, 's:' .. group, 'v:' .. group, 'e:' .. group, 'w:' .. group)
     groups[group] = nil
   end
@@ -162,9 +237,17 @@ local function partyLeft(token, group)
   redis.call('HDEL', stateKey, 'g:' .. token, 't:' .. token)
   groupedParties = redis.call('HINCRBY', stateKey, 'grouped', -1)
   if groupedParties > 0 then return end
-  redis.call('HDEL', stateKey, 'grouped', 'vnow', 'mean', 'h:', 's:', 'm:', 'v:', 'e:',
-    'h:' .. group, 's:' .. group, 'm:' .. group, 'v:' .. group, 'e:' .. group, 'w:' .. group)
-  redis.call('DEL', groupsKey)
+  local fields, sets = {'grouped', 'vnow', 'mean'}, {}
+  for _, g in ipairs({'', group}) do
+    for _, f in ipairs({'h:', 's:', 'v:', 'e:', 'w:', 'l:'}) do fields[#fields + 1] = f .. g end
+  end
+  for lane = 0, 9 do
+    fields[#fields + 1] = memberField('', lane)
+    fields[#fields + 1] = memberField(group, lane)
+    sets[#sets + 1] = groupsOfLane(lane)
+  end
+  redis.call('HDEL', stateKey, unpack(fields))
+  redis.call('DEL', unpack(sets))
   local holders = redis.call('ZRANGE', holdersKey, 0, -1)
   for i = 1, #holders, BATCH do
     local fields = {}
@@ -178,10 +261,18 @@ end
 local function join(token, group, held, weight)
   if group == '' then return end
   if groupedParties == 0 then
-    -- Every party so far named no group: they are the group "".
+    -- Every party so far named no group: they are the group "", in each
+    -- lane where one waits.
     redis.call('HSET', stateKey, 'h:', held)
     keepState(true)
     groups = {}
+    local first, score = firstWaiter()
+    if first and score < 0 then
+      local r = groupRecord('')
+      for lane = 1, 9 do
+        if peek(laneKey(lane)) then addLane('', r, lane) end
+      end
+    end
     place('')
   end
   redis.call('HSET', stateKey, 'g:' .. token, group, 'w:' .. group, weight)
@@ -189,27 +280,36 @@ local function join(token, group, held, weight)
   groupedParties = redis.call('HINCRBY', stateKey, 'grouped', 1)
 end
 
--- enqueue returns token's place in arrival order, or, with groups, nil:
--- its place among every group's costs a command, for whoever asks.
 -- Joining a line with a head changes nothing of the group's.
 local function enqueue(token, group, held, weight)
   join(token, group, held, weight)
-  local length = arrive(lineOfGroup(group), token)
-  if groupedParties == 0 then return length end
-  if length == 1 then place(group) end
-  return nil
+  local lane = laneOf(token)
+  if arrive(line(group, lane), token, lane) == 1 and groupedParties > 0 then
+    addLane(group, groupRecord(group), lane)
+    place(group)
+  end
+end
+
+-- laneHead is the head of lane: its groups set's first group's, with
+-- groups.
+local function laneHead(lane)
+  if groupedParties == 0 then return peek(laneKey(lane)), '' end
+  local member = redis.call('ZRANGE', groupsOfLane(lane), 0, 0)[1]
+  if not member then return nil end
+  local group = string.sub(member, string.find(member, ':', 1, true) + 1)
+  return peek(line(group, lane)), group
 end
 
 local function nextHead()
-  if groupedParties == 0 then return peek(queueKey), '' end
-  local member = redis.call('ZRANGE', groupsKey, 0, 0)[1]
-  if not member then return nil end
-  local group = string.sub(member, string.find(member, ':', 1, true) + 1)
-  return peek(lineOfGroup(group)), group
+  local first, score = firstWaiter()
+  if not first then return nil end
+  if score < 0 then return pickLane(laneHead) end
+  if groupedParties == 0 then return first, '' end
+  return laneHead(0)
 end
 
 local function popHead(token, group)
-  pop(lineOfGroup(group))
+  pop(lineOf(token, group), token)
   depart(token)
 end
 
@@ -223,7 +323,7 @@ end
 local function leave(token)
   local group = groupOf(token)
   depart(token)
-  local queued = redis.call('LREM', lineOfGroup(group), 1, token) == 1
+  local queued = redis.call('LREM', lineOf(token, group), 1, token) == 1
   if queued and groupedParties > 0 then
     if group ~= '' then partyLeft(token, group) end
     if groupedParties > 0 then place(group) end
@@ -327,4 +427,20 @@ local function keepQueue()
   keepFor(queueKey, keepTTL, false)
   keepFor(orderKey, keepTTL, false)
   if groupedParties > 0 then keepFor(groupsKey, keepTTL, false) end
+end
+
+-- keepLine keeps a waiter's line keepTTL ms more, and with groups its
+-- lane's groups set, each once per call.
+local linesKept = {}
+local function keepLine(token)
+  local group = groupOf(token)
+  local key = lineOf(token, group)
+  if linesKept[key] then return end
+  keepFor(key, keepTTL, false)
+  linesKept[key] = true
+  local lane = laneOf(token)
+  if groupedParties > 0 and lane > 0 and not linesKept[lane] then
+    keepFor(groupsOfLane(lane), keepTTL, false)
+    linesKept[lane] = true
+  end
 end
