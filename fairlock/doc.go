@@ -37,14 +37,18 @@
 // With WithGroup, a semaphore shares its permits between groups (tenants):
 // the next grant goes to the group that has used the least permit-time
 // (permits × time held) for its weight (WithGroupWeight), and FIFO holds
-// within each group.
+// within each group. With WithPriority, a mutex or semaphore request
+// passes the waiters of lower priority; waiting raises a waiter one level
+// per aging (WithPriorityAging), so none waits forever, and within one
+// priority the order is as above.
 //
 // # Guarantees
 //
 //   - Mutual exclusion within a lease, on one Redis that does not lose data;
 //     for a semaphore, never more than its capacity held, and for a
 //     read-write lock, no writer beside any other holder.
-//   - Strict FIFO among live waiters; Try never jumps the queue.
+//   - Strict FIFO among live waiters of one priority; Try never jumps the
+//     queue.
 //   - A crashed holder blocks the lock for at most the lease TTL plus a
 //     heartbeat; a crashed waiter for at most the waiter TTL plus a
 //     heartbeat, wherever it stands in the queue.

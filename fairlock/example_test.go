@@ -276,3 +276,69 @@ func ExampleWithGroupWeight() {
 	// holder: group paid, weight 3
 	// waiter: group free, weight 1
 }
+
+// A request of priority 9 passes the waiters of lower priority: the
+// interactive request queued last is granted first.
+func ExampleWithPriority() {
+	client, stop := exampleRedis()
+	defer stop()
+	locker, _ := fairlock.New(client)
+	defer locker.Close()
+
+	ctx := context.Background()
+	held, _ := locker.Acquire(ctx, "render")
+	granted := make(chan string, 2)
+	queue := func(who string, priority int) {
+		queued := make(chan struct{})
+		go func() {
+			lease, err := locker.Acquire(ctx, "render", fairlock.WithPriority(priority), fairlock.OnQueued(func(int) { close(queued) }))
+			if err == nil {
+				granted <- who
+				lease.Release(ctx)
+			}
+		}()
+		<-queued
+	}
+	queue("batch", 0)
+	queue("interactive", 9)
+	held.Release(ctx)
+	fmt.Println(<-granted)
+	fmt.Println(<-granted)
+	// Output:
+	// interactive
+	// batch
+}
+
+// Waiting raises a waiter's priority one level per aging: a batch request
+// that has waited 9 agings ranks as high as an interactive one, and goes
+// first, as it came first.
+func ExampleWithPriorityAging() {
+	client, stop := exampleRedis()
+	defer stop()
+	locker, _ := fairlock.New(client, fairlock.WithPriorityAging(20*time.Millisecond))
+	defer locker.Close()
+
+	ctx := context.Background()
+	held, _ := locker.Acquire(ctx, "render")
+	granted := make(chan string, 2)
+	queue := func(who string, priority int) {
+		queued := make(chan struct{})
+		go func() {
+			lease, err := locker.Acquire(ctx, "render", fairlock.WithPriority(priority), fairlock.OnQueued(func(int) { close(queued) }))
+			if err == nil {
+				granted <- who
+				lease.Release(ctx)
+			}
+		}()
+		<-queued
+	}
+	queue("batch", 0)
+	time.Sleep(300 * time.Millisecond) // more than 9 agings
+	queue("interactive", 9)
+	held.Release(ctx)
+	fmt.Println(<-granted)
+	fmt.Println(<-granted)
+	// Output:
+	// batch
+	// interactive
+}

@@ -7,7 +7,10 @@ package fairlock_test
 // not), on a mutex, a semaphore of 3 permits, a read-write lock, and a
 // semaphore of 3 permits shared by groups (WithGroup, the groups "", "a"
 // and "b", WithGroupLimit 2; a grouped request may weigh its group 1, 3
-// or 1000 with WithGroupWeight, or name no weight). rapid shrinks a
+// or 1000 with WithGroupWeight, or name no weight). A request of the
+// mutex or a semaphore draws a priority (0, 4 or 9), and each Locker an
+// aging of its own (50 ms, 400 ms or the default), so waiters pass each
+// other across lanes and age while the faults run. rapid shrinks a
 // failure to a short sequence and prints it.
 //
 // Actions: Acquire (waits until queued or granted), TryAcquire, Release,
@@ -29,13 +32,15 @@ package fairlock_test
 //
 // After every step, reading Redis with a raw client:
 //   - every key has an expiry;
-//   - each queue's list and its order set hold the same tokens in the same
-//     order, without repeats (with groups: the groups' lines together hold
-//     the order set's tokens, each line in arrival order); a semaphore's
+//   - each queue's lines (one per priority) together hold the order set's
+//     tokens, without repeats, each in the line of its priority and each
+//     line in arrival order, and the order set scores the waiters of
+//     priorities above 0 below the others (with groups: one line per group
+//     and priority); a semaphore's
 //     count of permits in use equals the sum over its holders, and so does
 //     each group's; the groups' clock fields are kept only for a group
-//     with a party, a grant record only for a holder, and the groups set
-//     lists each group at the member and clock its state says;
+//     with a party, a grant record only for a holder, and each priority's
+//     groups set lists each group at the member and clock its state says;
 //   - permits held never exceed the capacity, and a writer holds alone; no
 //     group holds more than its limit;
 //   - no fence is handed out twice, a seeded fence counter is at least
@@ -43,8 +48,8 @@ package fairlock_test
 //     released before its Acquire began;
 //   - live waiters are granted in arrival order, with the head-of-line
 //     rule: a later waiter of the same generation (no fault in between, a
-//     live Locker, never requeued) and of the same group is never granted
-//     before an earlier one.
+//     live Locker, never requeued), of the same group and of the same
+//     priority is never granted before an earlier one.
 //
 // And as users see it, with the test's one clock: the leases that are
 // valid (from Acquire's return until its holder calls Release, or the
@@ -79,6 +84,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strings"
@@ -96,6 +102,14 @@ import (
 // The TTLs a Locker of the machine draws, for its leases and its waiters
 // apart: down to the shortest valid (a heartbeat of MinHeartbeat).
 var smTTLs = []time.Duration{3 * fairlock.MinHeartbeat, 200 * time.Millisecond, 600 * time.Millisecond}
+
+// The agings a Locker of the machine draws: short enough that waiters age
+// past others within a sequence, and the default.
+var smAgings = []time.Duration{50 * time.Millisecond, 400 * time.Millisecond, fairlock.DefaultPriorityAging}
+
+// smPriorities are the priorities a request of the mutex or a semaphore
+// draws.
+var smPriorities = []int{0, 0, 4, 9}
 
 // smReadTimeout is how long a Locker's client waits for a reply: a request
 // or reply held in the network fails its call after it.
@@ -127,6 +141,7 @@ type smCall struct {
 	locker, lock int
 	permits      int // the weight Redis counts: a writer all of MaxCapacity
 	group        string
+	priority     int
 	arrival      int // when it was queued, in steps; 0 if not (yet)
 	gen          int // the generation it queued in
 	requeued     bool
@@ -142,6 +157,7 @@ type smLease struct {
 	locker, lock int
 	permits      int
 	group        string
+	priority     int
 	arrival, gen int // its call's
 	requeued     bool
 	granted      time.Time
@@ -229,12 +245,13 @@ func (m *machine) addLocker(rt *rapid.T) {
 	retry := rapid.Bool().Draw(rt, fmt.Sprintf("retry%d", i))
 	lease := rapid.SampledFrom(smTTLs).Draw(rt, fmt.Sprintf("lease%d", i))
 	waiter := rapid.SampledFrom(smTTLs).Draw(rt, fmt.Sprintf("waiter%d", i))
+	aging := rapid.SampledFrom(smAgings).Draw(rt, fmt.Sprintf("aging%d", i))
 	opt := &redis.Options{Addr: px.Addr, MaxRetries: -1, ReadTimeout: smReadTimeout, WriteTimeout: smReadTimeout}
 	if retry {
 		opt.MaxRetries = 3
 	}
 	c := redis.NewClient(opt)
-	l, err := fairlock.New(c, fairlock.WithLeaseTTL(lease), fairlock.WithWaiterTTL(waiter),
+	l, err := fairlock.New(c, fairlock.WithLeaseTTL(lease), fairlock.WithWaiterTTL(waiter), fairlock.WithPriorityAging(aging),
 		fairlock.WithObserver(func(e fairlock.Event) { m.observed(i, e) }))
 	if err != nil {
 		rt.Fatal(err)
@@ -245,7 +262,7 @@ func (m *machine) addLocker(rt *rapid.T) {
 	if lease != waiter {
 		m.hit("locker-with-unequal-ttls")
 	}
-	rt.Logf("locker %d: lease TTL %v, waiter TTL %v, retries %v", i, lease, waiter, retry)
+	rt.Logf("locker %d: lease TTL %v, waiter TTL %v, aging %v, retries %v", i, lease, waiter, aging, retry)
 	rt.Cleanup(func() {
 		l.Close()
 		c.Close()
@@ -338,7 +355,7 @@ func (m *machine) busy(rt *rapid.T) int {
 }
 
 // acquirer is the call a request makes on a Locker.
-func (m *machine) acquirer(i, lock int, permits int, group string, weight int, write, try bool) func(context.Context, ...fairlock.AcquireOption) (*fairlock.Lease, error) {
+func (m *machine) acquirer(i, lock int, r smRequest, try bool) func(context.Context, ...fairlock.AcquireOption) (*fairlock.Lease, error) {
 	l, lk := m.lockers[i].l, smLocks[lock]
 	switch lk.kind {
 	case fairlock.LockSemaphore:
@@ -348,20 +365,20 @@ func (m *machine) acquirer(i, lock int, permits int, group string, weight int, w
 			take = s.TryAcquire
 		}
 		return func(ctx context.Context, o ...fairlock.AcquireOption) (*fairlock.Lease, error) {
-			if group != "" {
-				o = append(o, fairlock.WithGroup(group))
+			if r.group != "" {
+				o = append(o, fairlock.WithGroup(r.group))
 			}
-			if weight > 0 {
-				o = append(o, fairlock.WithGroupWeight(weight))
+			if r.weight > 0 {
+				o = append(o, fairlock.WithGroupWeight(r.weight))
 			}
-			return take(ctx, permits, o...)
+			return take(ctx, r.permits, append(o, fairlock.WithPriority(r.priority))...)
 		}
 	case fairlock.LockRWMutex:
 		rw, _ := l.RWMutex(lk.name)
 		switch {
-		case write && try:
+		case r.write && try:
 			return rw.TryLock
-		case write:
+		case r.write:
 			return rw.Lock
 		case try:
 			return rw.TryRLock
@@ -369,10 +386,13 @@ func (m *machine) acquirer(i, lock int, permits int, group string, weight int, w
 		return rw.RLock
 	}
 	mu, _ := l.Mutex(lk.name)
+	take := mu.Acquire
 	if try {
-		return mu.TryAcquire
+		take = mu.TryAcquire
 	}
-	return mu.Acquire
+	return func(ctx context.Context, o ...fairlock.AcquireOption) (*fairlock.Lease, error) {
+		return take(ctx, append(o, fairlock.WithPriority(r.priority))...)
+	}
 }
 
 func (m *machine) semaphore(l *fairlock.Locker, lk smLock) *fairlock.Semaphore {
@@ -384,27 +404,40 @@ func (m *machine) semaphore(l *fairlock.Locker, lk smLock) *fairlock.Semaphore {
 	return s
 }
 
+// An smRequest is what a call asks for.
+type smRequest struct {
+	permits  int // the weight Redis counts: a writer all of MaxCapacity
+	group    string
+	weight   int // WithGroupWeight; 0: none
+	priority int
+	write    bool
+}
+
 // request draws what a call asks for. A request of the grouped semaphore
 // asks for no more than its group may hold, and may weigh its group (0:
-// no WithGroupWeight), which changes the group's weight.
-func (m *machine) request(rt *rapid.T, lock int) (permits int, group string, weight int, write bool) {
+// no WithGroupWeight), which changes the group's weight. A request of the
+// mutex or a semaphore draws a priority.
+func (m *machine) request(rt *rapid.T, lock int) smRequest {
+	r := smRequest{permits: 1}
 	switch lk := smLocks[lock]; lk.kind {
 	case fairlock.LockSemaphore:
 		most := lk.cap
 		if lk.limit > 0 {
-			group = rapid.SampledFrom(smGroups).Draw(rt, "group")
-			if group != "" {
-				weight = rapid.SampledFrom([]int{0, 1, 3, fairlock.MaxGroupWeight}).Draw(rt, "weight")
+			r.group = rapid.SampledFrom(smGroups).Draw(rt, "group")
+			if r.group != "" {
+				r.weight = rapid.SampledFrom([]int{0, 1, 3, fairlock.MaxGroupWeight}).Draw(rt, "weight")
 			}
 			most = lk.limit
 		}
-		return rapid.IntRange(1, most).Draw(rt, "permits"), group, weight, false
+		r.permits = rapid.IntRange(1, most).Draw(rt, "permits")
 	case fairlock.LockRWMutex:
-		if write = rapid.Bool().Draw(rt, "write"); write {
-			return fairlock.MaxCapacity, "", 0, true
+		if r.write = rapid.Bool().Draw(rt, "write"); r.write {
+			r.permits = fairlock.MaxCapacity
 		}
+		return r
 	}
-	return 1, "", 0, write
+	r.priority = rapid.SampledFrom(smPriorities).Draw(rt, "priority")
+	return r
 }
 
 func (m *machine) Acquire(rt *rapid.T) {
@@ -416,11 +449,11 @@ func (m *machine) Acquire(rt *rapid.T) {
 	if busy {
 		rt.Skip("one waiting call per Locker and lock")
 	}
-	permits, group, weight, write := m.request(rt, lock)
+	r := m.request(rt, lock)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	c := &smCall{locker: i, lock: lock, permits: permits, group: group, gen: m.gen, started: time.Now(), cancel: cancel,
+	c := &smCall{locker: i, lock: lock, permits: r.permits, group: r.group, priority: r.priority, gen: m.gen, started: time.Now(), cancel: cancel,
 		queued: make(chan struct{}), done: make(chan result, 1)}
-	acquire := m.acquirer(i, lock, permits, group, weight, write, false)
+	acquire := m.acquirer(i, lock, r, false)
 	var once sync.Once
 	go func() {
 		s, err := acquire(ctx, fairlock.OnQueued(func(int) { once.Do(func() { close(c.queued) }) }))
@@ -445,13 +478,13 @@ func (m *machine) Acquire(rt *rapid.T) {
 func (m *machine) TryAcquire(rt *rapid.T) {
 	i := m.alive(rt)
 	lock := rapid.IntRange(0, len(smLocks)-1).Draw(rt, "lock")
-	permits, group, weight, write := m.request(rt, lock)
+	r := m.request(rt, lock)
 	started := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := m.acquirer(i, lock, permits, group, weight, write, true)(ctx)
+	s, err := m.acquirer(i, lock, r, true)(ctx)
 	if err == nil {
-		m.granted(rt, &smCall{locker: i, lock: lock, permits: permits, group: group, gen: m.gen, started: started, returned: time.Now()}, s)
+		m.granted(rt, &smCall{locker: i, lock: lock, permits: r.permits, group: r.group, priority: r.priority, gen: m.gen, started: started, returned: time.Now()}, s)
 	}
 }
 
@@ -469,7 +502,7 @@ func (m *machine) granted(rt *rapid.T, c *smCall, s *fairlock.Lease) {
 	m.valid.began(fmt.Sprintf("locker %d's %s", c.locker, s.Token()), s.Token(), c.lock, c.permits, c.started, c.returned)
 	m.maxSeen[c.lock] = max(m.maxSeen[c.lock], s.Fence())
 	m.leases = append(m.leases, &smLease{lease: s, locker: c.locker, lock: c.lock, permits: c.permits,
-		group: c.group, arrival: c.arrival, gen: c.gen, requeued: c.requeued, granted: time.Now()})
+		group: c.group, priority: c.priority, arrival: c.arrival, gen: c.gen, requeued: c.requeued, granted: time.Now()})
 }
 
 func (m *machine) pickLease(rt *rapid.T) (int, *smLease) {
@@ -749,7 +782,7 @@ func (m *machine) Check(rt *rapid.T) {
 }
 
 // checkFIFO: among waiters of one generation, never requeued, on live
-// Lockers, grants follow arrival; and a waiter that arrived before one
+// Lockers, of one group and one priority, grants follow arrival; and a waiter that arrived before one
 // granted a heartbeat ago is granted too, unless the head-of-line rule
 // holds it (a mutex waiter behind a holder is granted; counted requests
 // may wait for permits, but never behind a later one).
@@ -763,7 +796,7 @@ func (m *machine) checkFIFO(rt *rapid.T) {
 		}
 		for _, a := range got {
 			for _, b := range got {
-				if a.gen == b.gen && a.group == b.group && a.arrival < b.arrival && a.lease.Fence() > b.lease.Fence() {
+				if a.gen == b.gen && a.group == b.group && a.priority == b.priority && a.arrival < b.arrival && a.lease.Fence() > b.lease.Fence() {
 					rt.Fatalf("%s: a waiter that arrived at step %d was granted fence %d after one that arrived at step %d (fence %d)",
 						smLocks[lock].name, a.arrival, a.lease.Fence(), b.arrival, b.lease.Fence())
 				}
@@ -775,7 +808,7 @@ func (m *machine) checkFIFO(rt *rapid.T) {
 				continue
 			}
 			for _, b := range got {
-				if b.gen == c.gen && b.group == c.group && c.arrival < b.arrival && time.Since(b.granted) > m.maxBeat+slack && m.sinceFault() > m.maxLease+m.maxBeat {
+				if b.gen == c.gen && b.group == c.group && b.priority == c.priority && c.arrival < b.arrival && time.Since(b.granted) > m.maxBeat+slack && m.sinceFault() > m.maxLease+m.maxBeat {
 					m.mu.Unlock()
 					rt.Fatalf("%s: the waiter that arrived at step %d still waits, though one that arrived at step %d was granted %v ago",
 						smLocks[lock].name, c.arrival, b.arrival, time.Since(b.granted).Round(time.Millisecond))
@@ -845,22 +878,18 @@ func (m *machine) checkRedis(rt *rapid.T) {
 		} else if lk.kind == fairlock.LockRWMutex {
 			base += "rw:"
 		}
-		r := m.read(rt, base+"queue", base+"order", base+"holders", base+"state", base+"fence")
-		list, fence := r[0], r[4]
-		order, _ := pairs(r[1])
-		holders, _ := pairs(r[2])
-		_, state := pairs(r[3])
+		r := m.read(rt, base+"order", base+"holders", base+"state", base+"fence")
+		fence := r[3]
+		holders, _ := pairs(r[1])
+		_, state := pairs(r[2])
 		if lk.limit > 0 {
 			m.checkGroups(rt, base, lk)
-		} else if strings.Join(list, " ") != strings.Join(order, " ") {
-			rt.Fatalf("%s: queue %q and order %q disagree", lk.name, list, order)
-		}
-		seen := map[string]bool{}
-		for _, tok := range list {
-			if seen[tok] {
-				rt.Fatalf("%s: %s queued twice", lk.name, tok)
+		} else {
+			var lanes []string
+			for lane := range fairlock.MaxPriority + 1 {
+				lanes = append(lanes, laneKey(base, "", lane))
 			}
-			seen[tok] = true
+			m.checkLines(rt, lk, base, r[0], map[string]string{}, lanes, m.read(rt, lanes...))
 		}
 		// A counter below the seed floor (counted up from a lost key by a
 		// call whose reply was lost) is seeded from the clock by the next
@@ -892,23 +921,35 @@ func (m *machine) checkRedis(rt *rapid.T) {
 	}
 }
 
-// checkGroups checks a grouped semaphore: its groups' lines together hold
-// the order set's tokens, once each and each line in arrival order; each
-// group's count of permits is the sum over its holders, and within the
-// limit; and the groups' clocks (checkClocks).
-func (m *machine) checkGroups(rt *rapid.T, base string, lk smLock) {
-	keys := []string{base + "order", base + "state", base + "holders", base + "groups"}
-	for _, g := range smGroups {
-		if g == "" {
-			keys = append(keys, base+"queue")
-		} else {
-			keys = append(keys, base+"gq:"+g)
-		}
+// laneKey is the key of the line of group's waiters of priority lane
+// (scripts/lib/counted/queue.lua's line).
+func laneKey(base, group string, lane int) string {
+	switch {
+	case group == "" && lane == 0:
+		return base + "queue"
+	case group == "":
+		return fmt.Sprintf("%squeue:%d", base, lane)
+	case lane == 0:
+		return base + "gq:" + group
 	}
-	r := m.read(rt, keys...)
-	order, scores := pairs(r[0])
-	_, state := pairs(r[1])
-	holders, _ := pairs(r[2])
+	return fmt.Sprintf("%sgq%d:%s", base, lane, group)
+}
+
+// tokenLane is the priority a token asks for.
+func tokenLane(token string) int {
+	if _, rest, ok := strings.Cut(token, "!"); ok && rest != "" {
+		return int(rest[0] - '0')
+	}
+	return 0
+}
+
+// checkLines checks that the lines (their keys, and their tokens) together
+// hold the order set's tokens (orderFlat: members and scores), once each,
+// each line in arrival order, each token in the line of its priority and
+// (with groups: state's g: fields) of its group, scored below 0 exactly
+// when its priority is above 0.
+func (m *machine) checkLines(rt *rapid.T, lk smLock, base string, orderFlat []string, state map[string]string, keys []string, lines [][]string) {
+	order, scores := pairs(orderFlat)
 	arrival := map[string]float64{}
 	for _, tok := range order {
 		var at float64
@@ -916,20 +957,43 @@ func (m *machine) checkGroups(rt *rapid.T, base string, lk smLock) {
 		arrival[tok] = at
 	}
 	lined := 0
-	for i, g := range smGroups {
-		last := -1.0
-		for _, tok := range r[4+i] {
+	for i, line := range lines {
+		last := math.Inf(-1)
+		for _, tok := range line {
 			at, ok := arrival[tok]
-			if !ok || at <= last || state["g:"+tok] != g {
-				rt.Fatalf("%s: line of group %q has %s out of place (order %v, its group %q)", lk.name, g, tok, order, state["g:"+tok])
+			if !ok || at <= last || laneKey(base, state["g:"+tok], tokenLane(tok)) != keys[i] ||
+				(at < 0) != (tokenLane(tok) > 0) {
+				rt.Fatalf("%s: line %s has %s out of place (order %v, its group %q)", lk.name, keys[i], tok, orderFlat, state["g:"+tok])
 			}
 			last = at
 			lined++
 		}
 	}
 	if lined != len(order) {
-		rt.Fatalf("%s: the groups' lines hold %d tokens, the order set %d", lk.name, lined, len(order))
+		rt.Fatalf("%s: the lines hold %d tokens, the order set %d (%v)", lk.name, lined, len(order), orderFlat)
 	}
+}
+
+// checkGroups checks a grouped semaphore: its groups' lines, one per group
+// and priority, together hold the order set's tokens (checkLines); each
+// group's count of permits is the sum over its holders, and within the
+// limit; and the groups' clocks (checkClocks).
+func (m *machine) checkGroups(rt *rapid.T, base string, lk smLock) {
+	keys := []string{base + "order", base + "state", base + "holders"}
+	for lane := range fairlock.MaxPriority + 1 {
+		keys = append(keys, groupsSetKey(base, lane))
+	}
+	var lineKeys []string
+	for _, g := range smGroups {
+		for lane := range fairlock.MaxPriority + 1 {
+			lineKeys = append(lineKeys, laneKey(base, g, lane))
+		}
+	}
+	r := m.read(rt, append(keys, lineKeys...)...)
+	order, _ := pairs(r[0])
+	_, state := pairs(r[1])
+	holders, _ := pairs(r[2])
+	m.checkLines(rt, lk, base, r[0], state, lineKeys, r[len(keys):])
 	held := map[string]int{}
 	for _, tok := range holders {
 		held[state["g:"+tok]] += tokenWeight(tok)
@@ -946,16 +1010,32 @@ func (m *machine) checkGroups(rt *rapid.T, base string, lk smLock) {
 			rt.Fatalf("%s: group %q counted as holding %s permits, its holders %d", lk.name, g, c, n)
 		}
 	}
-	m.checkClocks(rt, lk, state, holders, order, r[3])
+	m.checkClocks(rt, lk, state, holders, order, r[3:len(keys)])
+}
+
+// isLaneMember tells whether a state field's kind (before its ":") is a
+// member field of a priority above 0: "m1" to "m9".
+func isLaneMember(kind string) bool {
+	return len(kind) == 2 && kind[0] == 'm' && kind[1] >= '1' && kind[1] <= '9'
+}
+
+// groupsSetKey is the key of the groups set of priority lane.
+func groupsSetKey(base string, lane int) string {
+	if lane == 0 {
+		return base + "groups"
+	}
+	return fmt.Sprintf("%sgroups:%d", base, lane)
 }
 
 // checkClocks checks what a grouped semaphore's state keeps for its
 // groups' clocks (lib/counted/queue.lua): a grant record (t:) only for a
 // holder; a party's group (g:) only for a holder or a waiter; a group's
-// fields only while it has a party; and groupsKey lists each group whose
-// line has a head its limit lets in, with its member and its clock as the
-// state says. Outside grouped mode none of them is kept.
-func (m *machine) checkClocks(rt *rapid.T, lk smLock, state map[string]string, holders, order, groupsFlat []string) {
+// fields only while it has a party; and each priority's groups set lists
+// each group whose line there has a head its limit lets in, with its
+// member and its clock as the state says (the member's field is m:<group>
+// for priority 0, m<priority>:<group> for the others). Outside grouped
+// mode none of them is kept.
+func (m *machine) checkClocks(rt *rapid.T, lk smLock, state map[string]string, holders, order []string, groupSets [][]string) {
 	party := map[string]bool{}
 	for _, tok := range append(slices.Clone(holders), order...) {
 		party[tok] = true
@@ -971,7 +1051,7 @@ func (m *machine) checkClocks(rt *rapid.T, lk smLock, state map[string]string, h
 	}
 	for f := range state {
 		kind, rest, ok := strings.Cut(f, ":")
-		if !ok || len(kind) != 1 || !strings.Contains("tghsvewm", kind) {
+		if !ok || !(len(kind) == 1 && strings.Contains("tghsvewml", kind) || isLaneMember(kind)) {
 			continue
 		}
 		switch {
@@ -985,12 +1065,31 @@ func (m *machine) checkClocks(rt *rapid.T, lk smLock, state map[string]string, h
 			rt.Fatalf("%s: %s kept for group %q, which has no party", lk.name, f, rest)
 		}
 	}
-	members, scores := pairs(groupsFlat)
-	for _, member := range members {
-		_, g, _ := strings.Cut(member, ":")
-		if state["m:"+g] != member || state["v:"+g] != scores[member] {
-			rt.Fatalf("%s: groups set has %s at clock %s; the state says member %q, clock %q", lk.name, member, scores[member], state["m:"+g], state["v:"+g])
+	placed := 0
+	for lane, set := range groupSets {
+		members, scores := pairs(set)
+		field := "m:"
+		if lane > 0 {
+			field = fmt.Sprintf("m%d:", lane)
 		}
+		for _, member := range members {
+			_, g, _ := strings.Cut(member, ":")
+			if state[field+g] != member || state["v:"+g] != scores[member] {
+				rt.Fatalf("%s: groups set %d has %s at clock %s; the state says member %q, clock %q", lk.name, lane, member, scores[member], state[field+g], state["v:"+g])
+			}
+			if lane > 0 && !strings.Contains(state["l:"+g], fmt.Sprint(lane)) {
+				rt.Fatalf("%s: group %q placed at priority %d, not among its lanes %q", lk.name, g, lane, state["l:"+g])
+			}
+			placed++
+		}
+	}
+	for f := range state {
+		if kind, _, ok := strings.Cut(f, ":"); ok && (kind == "m" || isLaneMember(kind)) {
+			placed--
+		}
+	}
+	if placed != 0 {
+		rt.Fatalf("%s: the state's member fields and the groups sets' members differ by %d", lk.name, placed)
 	}
 }
 

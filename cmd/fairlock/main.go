@@ -49,7 +49,8 @@ type command struct {
 var commands = map[string]command{
 	"inspect": {"[-kind K] [-json] NAME",
 		"each kind of lock called NAME that is in use (mutex, semaphore, rwmutex): its holders with permits,\n" +
-			"      fence, lease left, group (with its weight if not 1) and metadata, then its waiters in queue order", true, inspectFlags},
+			"      fence, lease left, group (with its weight if not 1), priority (if above 0) and metadata, then its waiters\n" +
+			"      in queue order", true, inspectFlags},
 	"list": {"[-json]", "every lock in use, of every kind, with its holders and waiters counted", false, listFlags},
 	"watch": {"[-kind K] [-every 1s] [-count N] NAME",
 		"inspect again every interval, marking grants, ended leases and new waiters, until interrupted", true, watchFlags},

@@ -233,13 +233,13 @@ func checkSchema(t testing.TB, lock map[string]any) {
 	for _, h := range holders {
 		h, _ := h.(map[string]any)
 		fields("holder", h, map[string]string{"token": "string", "lock": "string", "permits": "number", "fence": "number",
-			"ttl_ms": "number", "metadata": "string", "group": "string", "weight": "number"})
+			"ttl_ms": "number", "metadata": "string", "group": "string", "weight": "number", "priority": "number"})
 	}
 	waiters, _ := lock["waiters"].([]any)
 	for _, w := range waiters {
 		w, _ := w.(map[string]any)
 		fields("waiter", w, map[string]string{"token": "string", "lock": "string", "permits": "number", "position": "number",
-			"ttl_ms": "number", "metadata": "string", "group": "string", "weight": "number"})
+			"ttl_ms": "number", "metadata": "string", "group": "string", "weight": "number", "priority": "number"})
 	}
 }
 

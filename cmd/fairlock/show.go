@@ -127,11 +127,15 @@ func shown(states []fairlock.State, only fairlock.LockKind) ([]fairlock.State, b
 //	  "metadata": string, its WithMetadata, "" if none
 //	  "group":    string, its WithGroup (semaphores), "" if none
 //	  "weight":   number, its group's weight (WithGroupWeight), 1 if none
+//	  "priority": number, its request's priority (WithPriority), 0 if none
 //	}
 //	WAITER = {
-//	  "token", "lock", "permits", "metadata", "group", "weight": as a
-//	              holder's
-//	  "position": number, 1 is next; with groups, its place in arrival order
+//	  "token", "lock", "permits", "metadata", "group", "weight",
+//	  "priority": as a holder's (a waiter ranks one level higher per
+//	              aging waited, WithPriorityAging)
+//	  "position": number, 1 is next; with groups, its place in arrival
+//	              order; with priorities, every waiter of a priority above
+//	              0 comes first, in arrival order
 //	  "ttl_ms":   number, ms until it loses its place unless its Locker
 //	              renews it
 //	}
@@ -167,6 +171,7 @@ type holderJSON struct {
 	Metadata string `json:"metadata"`
 	Group    string `json:"group"`
 	Weight   int    `json:"weight"`
+	Priority int    `json:"priority"`
 }
 
 type waiterJSON struct {
@@ -178,6 +183,7 @@ type waiterJSON struct {
 	Metadata string `json:"metadata"`
 	Group    string `json:"group"`
 	Weight   int    `json:"weight"`
+	Priority int    `json:"priority"`
 }
 
 func toJSON(st fairlock.State) lockJSON {
@@ -185,11 +191,11 @@ func toJSON(st fairlock.State) lockJSON {
 		Holders: []holderJSON{}, Waiters: []waiterJSON{}}
 	for _, h := range st.Holders {
 		out.Holders = append(out.Holders, holderJSON{Token: h.Token, Lock: lockOf(st.Kind, h.Shared), Permits: h.Permits, Fence: h.Fence,
-			TTLMs: h.TTL.Milliseconds(), Metadata: h.Metadata, Group: h.Group, Weight: h.Weight})
+			TTLMs: h.TTL.Milliseconds(), Metadata: h.Metadata, Group: h.Group, Weight: h.Weight, Priority: h.Priority})
 	}
 	for _, w := range st.Waiters {
 		out.Waiters = append(out.Waiters, waiterJSON{Token: w.Token, Lock: lockOf(st.Kind, w.Shared), Permits: w.Permits, Position: w.Position,
-			TTLMs: w.TTL.Milliseconds(), Metadata: w.Metadata, Group: w.Group, Weight: w.Weight})
+			TTLMs: w.TTL.Milliseconds(), Metadata: w.Metadata, Group: w.Group, Weight: w.Weight, Priority: w.Priority})
 	}
 	return out
 }
@@ -317,12 +323,13 @@ func summary(st fairlock.State) string {
 
 // columns says which columns a lock's holders and waiters show: permits
 // for a semaphore, read or write for a read-write lock, groups for a
-// semaphore or wherever one is set, and each holder's fence but for a
-// mutex, whose holder's is not known (State's is the latest drawn, at
-// least the holder's: the summary line shows it).
+// semaphore or wherever one is set, priorities wherever one is above 0,
+// and each holder's fence but for a mutex, whose holder's is not known
+// (State's is the latest drawn, at least the holder's: the summary line
+// shows it).
 type columns struct {
-	kind                        fairlock.LockKind
-	permits, lock, group, fence bool
+	kind                                  fairlock.LockKind
+	permits, lock, group, priority, fence bool
 }
 
 func columnsOf(st fairlock.State) columns {
@@ -330,9 +337,11 @@ func columnsOf(st fairlock.State) columns {
 		group: st.Kind == fairlock.LockSemaphore, fence: st.Kind != fairlock.LockMutex}
 	for _, h := range st.Holders {
 		c.group = c.group || h.Group != ""
+		c.priority = c.priority || h.Priority > 0
 	}
 	for _, w := range st.Waiters {
 		c.group = c.group || w.Group != ""
+		c.priority = c.priority || w.Priority > 0
 	}
 	return c
 }
@@ -342,7 +351,7 @@ func (c columns) holderHead() []string {
 	if c.fence {
 		mid = []string{"FENCE", "EXPIRES IN"}
 	}
-	return c.cells([]string{"TOKEN"}, "PERMITS", "LOCK", mid, "GROUP", "METADATA")
+	return c.cells([]string{"TOKEN"}, "PERMITS", "LOCK", mid, "GROUP", "PRIORITY", "METADATA")
 }
 
 func (c columns) holder(h fairlock.Holder) []string {
@@ -350,19 +359,19 @@ func (c columns) holder(h fairlock.Holder) []string {
 	if c.fence {
 		mid = []string{strconv.FormatInt(h.Fence, 10), ttl(h.TTL)}
 	}
-	return c.cells([]string{display(h.Token)}, strconv.Itoa(h.Permits), lockOf(c.kind, h.Shared), mid, groupCell(h.Group, h.Weight), metaCell(h.Metadata))
+	return c.cells([]string{display(h.Token)}, strconv.Itoa(h.Permits), lockOf(c.kind, h.Shared), mid, groupCell(h.Group, h.Weight), strconv.Itoa(h.Priority), metaCell(h.Metadata))
 }
 
 func (c columns) waiterHead() []string {
-	return c.cells([]string{"POS", "TOKEN"}, "PERMITS", "LOCK", []string{"EXPIRES IN"}, "GROUP", "METADATA")
+	return c.cells([]string{"POS", "TOKEN"}, "PERMITS", "LOCK", []string{"EXPIRES IN"}, "GROUP", "PRIORITY", "METADATA")
 }
 
 func (c columns) waiter(w fairlock.Waiter) []string {
 	return c.cells([]string{strconv.Itoa(w.Position), display(w.Token)}, strconv.Itoa(w.Permits), lockOf(c.kind, w.Shared),
-		[]string{ttl(w.TTL)}, groupCell(w.Group, w.Weight), metaCell(w.Metadata))
+		[]string{ttl(w.TTL)}, groupCell(w.Group, w.Weight), strconv.Itoa(w.Priority), metaCell(w.Metadata))
 }
 
-func (c columns) cells(first []string, permits, lock string, mid []string, group, meta string) []string {
+func (c columns) cells(first []string, permits, lock string, mid []string, group, priority, meta string) []string {
 	out := append([]string(nil), first...)
 	if c.permits {
 		out = append(out, permits)
@@ -373,6 +382,9 @@ func (c columns) cells(first []string, permits, lock string, mid []string, group
 	out = append(out, mid...)
 	if c.group {
 		out = append(out, group)
+	}
+	if c.priority {
+		out = append(out, priority)
 	}
 	return append(out, meta)
 }
@@ -540,8 +552,8 @@ func changes(prev, cur fairlock.State) []string {
 	for _, h := range cur.Holders {
 		now[h.Token] = true
 		if !held[h.Token] {
-			out = append(out, fmt.Sprintf("* %s: granted to %s%s, %s%s%s", cur.Kind, display(h.Token), request(cur.Kind, h.Shared, h.Permits),
-				fenceOf(cur.Kind, h.Fence), group(h.Group, h.Weight), quoteMeta(h.Metadata)))
+			out = append(out, fmt.Sprintf("* %s: granted to %s%s, %s%s%s%s", cur.Kind, display(h.Token), request(cur.Kind, h.Shared, h.Permits),
+				fenceOf(cur.Kind, h.Fence), group(h.Group, h.Weight), priority(h.Priority), quoteMeta(h.Metadata)))
 		}
 	}
 	for _, h := range prev.Holders {
@@ -556,8 +568,8 @@ func changes(prev, cur fairlock.State) []string {
 	}
 	for _, w := range cur.Waiters {
 		if !waited[w.Token] && !held[w.Token] {
-			out = append(out, fmt.Sprintf("+ %s: %s queued at position %d%s%s%s", cur.Kind, display(w.Token), w.Position,
-				request(cur.Kind, w.Shared, w.Permits), group(w.Group, w.Weight), quoteMeta(w.Metadata)))
+			out = append(out, fmt.Sprintf("+ %s: %s queued at position %d%s%s%s%s", cur.Kind, display(w.Token), w.Position,
+				request(cur.Kind, w.Shared, w.Permits), group(w.Group, w.Weight), priority(w.Priority), quoteMeta(w.Metadata)))
 		}
 	}
 	return out
@@ -606,6 +618,14 @@ func group(g string, weight int) string {
 		return ""
 	}
 	return ", group " + groupCell(g, weight)
+}
+
+// priority says a party's priority, after a comma, if above 0.
+func priority(p int) string {
+	if p == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", priority %d", p)
 }
 
 // groupCell is a party's group as a table shows it: "-" for none.

@@ -25,9 +25,11 @@
 // "released" or "lost". With WithLockName every instrument also gets
 // fairlock.lock.name, and with WithGroup fairlock.group (a semaphore
 // request's group, fairlock.WithGroup) and, for a weight other than 1,
-// fairlock.group.weight (fairlock.WithGroupWeight); by default none does, because
-// lock names and tenants are often unbounded (account:42) and each
-// distinct value is a new time series.
+// fairlock.group.weight (fairlock.WithGroupWeight); by default none does,
+// because lock names and tenants are often unbounded (account:42) and each
+// distinct value is a new time series. A request of a priority above 0
+// (fairlock.WithPriority) always adds fairlock.priority: there are at most
+// nine values.
 //
 // Observe only updates instruments in memory: it adds no Redis round trip
 // and takes no lock of its own on the default path, so it keeps to the
@@ -72,6 +74,9 @@ const (
 	// weight a request gave its group (fairlock.WithGroupWeight) when it is
 	// not 1.
 	GroupWeightKey = attribute.Key("fairlock.group.weight")
+	// PriorityKey is the attribute that carries a request's priority
+	// (fairlock.WithPriority) when it is above 0.
+	PriorityKey = attribute.Key("fairlock.priority")
 	// LockKindKey is the attribute of every instrument that says which
 	// primitive the event is about: "mutex", "semaphore", "read" or "write"
 	// (a read-write lock's reader or writer), "rwmutex" for a read-write
@@ -129,9 +134,9 @@ func WithLockName(fn func(name string) string) Option {
 // WithGroup adds the attribute fairlock.group to every instrument of a
 // semaphore request made with fairlock.WithGroup, with the value fn returns
 // for the group, and fairlock.group.weight when the request weighs its
-// group other than 1; an empty value leaves both out. As for WithLockName, fn must
-// be deterministic and fast, and should map unbounded groups (one per
-// customer) to a few classes.
+// group other than 1; an empty value leaves both out. As for WithLockName,
+// fn must be deterministic and fast, and should map unbounded groups (one
+// per customer) to a few classes.
 func WithGroup(fn func(group string) string) Option {
 	return func(c *config) { c.group = fn }
 }
@@ -158,6 +163,7 @@ type Metrics struct {
 type labels struct {
 	name, group string
 	weight      int // with group: a weight other than 1, else 0
+	priority    int
 }
 
 // kindNames are the values of LockKindKey, indexed by kindOf.
@@ -335,6 +341,7 @@ func (m *Metrics) sets(e fairlock.Event) *attrSets {
 			l.weight = e.Weight
 		}
 	}
+	l.priority = e.Priority
 	if l == (labels{}) {
 		return m.unnamed[kind]
 	}
@@ -350,6 +357,9 @@ func (m *Metrics) sets(e fairlock.Event) *attrSets {
 	}
 	if l.weight > 0 {
 		kv = append(kv, GroupWeightKey.Int(l.weight))
+	}
+	if l.priority > 0 {
+		kv = append(kv, PriorityKey.Int(l.priority))
 	}
 	s, _ := m.named[kind].LoadOrStore(l, newAttrSets(kv))
 	return s.(*attrSets)

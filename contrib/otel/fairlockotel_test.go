@@ -240,6 +240,24 @@ func TestGroupIsOptIn(t *testing.T) {
 	}
 }
 
+// A priority above 0 is always an attribute: it has at most nine values.
+func TestPriorityAttribute(t *testing.T) {
+	m, r := newMetrics(t)
+	for _, p := range []int{0, 3, 3, 9} {
+		m.Observe(fairlock.Event{Kind: fairlock.EventGranted, Lock: fairlock.LockMutex, Priority: p})
+	}
+	c := collect(t, r)
+	mutex := fairlockotel.LockKindKey.String("mutex")
+	for p, want := range map[int]int64{3: 2, 9: 1} {
+		if n, _ := c.sum(t, "fairlock.lease.grants", mutex, fairlockotel.PriorityKey.Int(p)); n != want {
+			t.Errorf("grants{priority=%d} = %d, want %d", p, n, want)
+		}
+	}
+	if n, _ := c.sum(t, "fairlock.lease.grants", mutex); n != 1 {
+		t.Errorf("grants without a priority = %d, want 1", n)
+	}
+}
+
 // Each kind of lock is its own series; an event of no known kind is
 // "unknown".
 func TestLockKindAttribute(t *testing.T) {
