@@ -79,6 +79,20 @@ type config struct {
 		seed             uint64
 		hold, dur        time.Duration
 	}
+
+	priorityLanes laneConfig
+}
+
+// laneConfig is the priority-lanes scenario's shape: batch workers at
+// priority 0 who ask again at once, interactive workers at maxPriority who
+// pause after each release, on one semaphore of capacity; the aging of the
+// row with priorities; the duration of each row.
+type laneConfig struct {
+	batch, interactive, capacity int
+	pause, aging, dur            time.Duration
+	// saturatedAging is the aging of the saturated row, where capacity+2
+	// interactive workers ask again at once.
+	saturatedAging time.Duration
 }
 
 // childConfig is what runContendedMP passes to the worker processes it

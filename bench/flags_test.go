@@ -18,7 +18,7 @@ func TestFlags(t *testing.T) {
 			t.Errorf("no flag -%s", name)
 		}
 	}
-	want := "limit,uncontended,names,contended,contended-mp,fifo,scale,semaphore,semaphore-weighted,tenants,tenants-weighted,rwmutex,semaphore-drain"
+	want := "limit,uncontended,names,contended,contended-mp,fifo,scale,semaphore,semaphore-weighted,tenants,tenants-weighted,priority-lanes,rwmutex,semaphore-drain"
 	if got := fs.Lookup("scenarios").DefValue; got != want {
 		t.Errorf("-scenarios default %q, want %q", got, want)
 	}

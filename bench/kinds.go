@@ -34,6 +34,9 @@ type KindResult struct {
 	// whether the requests named their tenant (fairlock.WithGroup).
 	Tenants []TenantFigures `json:"tenants,omitempty"`
 	Groups  bool            `json:"groups,omitempty"`
+	// Lanes are the priority-lanes row's figures of its batch and its
+	// interactive workers.
+	Lanes *LaneFigures `json:"lanes,omitempty"`
 	// WriterGapP50us is the median time from the last release before a
 	// writer's grant to that grant: a writer's hand-off.
 	WriterGapP50us float64 `json:"writer_gap_p50_us,omitempty"`
@@ -209,7 +212,7 @@ func runRW(p peer, e *env, mon *monitor, workers, readPct int, seed uint64, hold
 	readers, _ := figures(run.recs, workers, run.startAt, run.endAt, func(x rec) bool { return !x.Write })
 	writers, _ := figures(run.recs, workers, run.startAt, run.endAt, func(x rec) bool { return x.Write })
 	r.Readers, r.Writers = &readers, &writers
-	r.WriterGapP50us = us(percentile(writerGaps(run.recs, run.startAt, run.endAt), 50))
+	r.WriterGapP50us = us(percentile(releaseGaps(run.recs, run.startAt, run.endAt, func(x rec) bool { return x.Write }), 50))
 	return r
 }
 
@@ -244,7 +247,7 @@ func runKind(r *KindResult, p, asPeer peer, e *env, mon *monitor, capacity int64
 	if len(recs) > 0 && recs[0].Fence != 0 {
 		r.OrderBy = "fence"
 	}
-	r.OrderChecked, r.OrderBroken, r.PassedWriter = brokeOrder(recs, r.Workers, startAt, endAt)
+	r.OrderChecked, r.OrderBroken, r.PassedWriter = brokeOrder(recs, r.Workers, startAt, endAt, nil)
 	r.Errors = out.Errors
 	if out.FirstErr != "" {
 		r.Note = "first error: " + out.FirstErr
@@ -259,8 +262,9 @@ func runKind(r *KindResult, p, asPeer peer, e *env, mon *monitor, capacity int64
 // peer gives fences (exact: Redis's own order), else grant time on the
 // client. checked counts the grants that had such an earlier waiter, the
 // only ones that could break the order; passedWriter, the readers that
-// broke it against a writer. recs must be in grant order.
-func brokeOrder(recs []rec, workers int, startAt, endAt int64) (checked, broken, passedWriter int) {
+// broke it against a writer. keep selects the grants counted, nil for all;
+// the earlier waiters are any worker's. recs must be in grant order.
+func brokeOrder(recs []rec, workers int, startAt, endAt int64, keep func(rec) bool) (checked, broken, passedWriter int) {
 	byW := make([][]rec, workers)
 	for _, x := range recs {
 		if x.W < workers {
@@ -268,7 +272,7 @@ func brokeOrder(recs []rec, workers int, startAt, endAt int64) (checked, broken,
 		}
 	}
 	for _, b := range recs {
-		if b.TG < startAt || b.TG > endAt {
+		if b.TG < startAt || b.TG > endAt || keep != nil && !keep(b) {
 			continue
 		}
 		var earlier, late, lateWriter bool
@@ -306,9 +310,10 @@ func grantedAfter(a, b *rec) bool {
 	return a.TG > b.TG
 }
 
-// writerGaps are, for each writer granted in the window, the time from the
-// last release before its grant to the grant. recs must be in grant order.
-func writerGaps(recs []rec, startAt, endAt int64) []int64 {
+// releaseGaps are, for each grant in the window that keep selects (nil:
+// all), the time from the last release before it to the grant: its
+// hand-off. recs must be in grant order.
+func releaseGaps(recs []rec, startAt, endAt int64, keep func(rec) bool) []int64 {
 	trs := make([]int64, 0, len(recs))
 	for _, x := range recs {
 		trs = append(trs, x.TR)
@@ -316,7 +321,7 @@ func writerGaps(recs []rec, startAt, endAt int64) []int64 {
 	sort.Slice(trs, func(i, j int) bool { return trs[i] < trs[j] })
 	var gaps []int64
 	for _, x := range recs {
-		if !x.Write || x.TG < startAt || x.TG > endAt {
+		if keep != nil && !keep(x) || x.TG < startAt || x.TG > endAt {
 			continue
 		}
 		if i := sort.Search(len(trs), func(i int) bool { return trs[i] > x.TG }) - 1; i >= 0 {

@@ -37,34 +37,38 @@ func TestBrokeOrder(t *testing.T) {
 		{W: 1, T0: 3, TG: 7, TR: 8, Fence: 2},
 		{W: 0, T0: 0, TQ: 2, TG: 9, TR: 10, Fence: 3},
 	}
-	checked, broken, passed := brokeOrder(recs, 3, 0, 100)
+	checked, broken, passed := brokeOrder(recs, 3, 0, 100, nil)
 	if checked != 1 || broken != 1 || passed != 0 {
 		t.Fatalf("checked %d broken %d passed writer %d, want 1 1 0", checked, broken, passed)
 	}
 	// By fence, the client's grant times do not matter: worker 1's grant
 	// arriving before worker 0's, though Redis granted it after, is fine.
 	recs[1].Fence, recs[2].Fence = 3, 2
-	if _, broken, _ := brokeOrder(recs, 3, 0, 100); broken != 0 {
+	if _, broken, _ := brokeOrder(recs, 3, 0, 100, nil); broken != 0 {
 		t.Fatalf("by fence: broken %d, want 0", broken)
 	}
 	// Without fences, grant time decides; a reader passing a writer counts.
 	recs[1].Fence, recs[2].Fence, recs[0].Fence = 0, 0, 0
 	recs[2].Write = true
-	if _, broken, passed := brokeOrder(recs, 3, 0, 100); broken != 1 || passed != 1 {
+	if _, broken, passed := brokeOrder(recs, 3, 0, 100, nil); broken != 1 || passed != 1 {
 		t.Fatalf("by time: broken %d passed writer %d, want 1 1", broken, passed)
 	}
 }
 
-func TestWriterGaps(t *testing.T) {
+func TestReleaseGaps(t *testing.T) {
 	recs := []rec{
 		{W: 0, TG: 0, TR: 10},
 		{W: 1, TG: 2, TR: 12},
 		{W: 2, TG: 15, TR: 20, Write: true}, // 3 after the last release, 12
 		{W: 0, TG: 21, TR: 22},
 	}
-	g := writerGaps(recs, 0, 100)
+	g := releaseGaps(recs, 0, 100, func(x rec) bool { return x.Write })
 	if len(g) != 1 || g[0] != 3 {
 		t.Fatalf("writer gaps %v, want [3]", g)
+	}
+	// Every grant that had a release before it: 15 - 12, 21 - 20.
+	if g := releaseGaps(recs, 0, 100, nil); len(g) != 2 || g[0] != 3 || g[1] != 1 {
+		t.Fatalf("gaps %v, want [3 1]", g)
 	}
 }
 

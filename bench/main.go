@@ -67,8 +67,11 @@ type Results struct {
 	// WeightedTenants is the semaphore shared by tenants of unequal
 	// weights (fairlock only).
 	WeightedTenants []KindResult `json:"weighted_tenants,omitempty"`
-	Baseline        *Baseline    `json:"baseline,omitempty"`
-	Targets         []Target     `json:"targets,omitempty"`
+	// PriorityLanes is the semaphore shared by a batch backlog and
+	// interactive requests, with priorities and without (fairlock only).
+	PriorityLanes []KindResult `json:"priority_lanes,omitempty"`
+	Baseline      *Baseline    `json:"baseline,omitempty"`
+	Targets       []Target     `json:"targets,omitempty"`
 }
 
 // Baseline is what an earlier run measured of the paths issue 9 says must

@@ -49,6 +49,15 @@ func (w *fairlockWorker) SemaphoreGroup(ctx context.Context, name string, capaci
 	return w.semaphore(ctx, name, capacity, n, fairlock.WithGroup(group))
 }
 
+// SemaphorePriority takes n permits for a request of priority
+// (WithPriority, named only when not 0).
+func (w *fairlockWorker) SemaphorePriority(ctx context.Context, name string, capacity, n, priority int) (taken, error) {
+	if priority != 0 {
+		return w.semaphore(ctx, name, capacity, n, fairlock.WithPriority(priority))
+	}
+	return w.semaphore(ctx, name, capacity, n)
+}
+
 func (w *fairlockWorker) semaphore(ctx context.Context, name string, capacity, n int, opts ...fairlock.AcquireOption) (taken, error) {
 	s, err := w.l.Semaphore(name, capacity)
 	if err != nil {
@@ -104,7 +113,11 @@ func (w *fairlockWorker) Close() error {
 
 func newFairlockWorker(e *env, c *counters) (*fairlockWorker, error) {
 	cl := e.client(c)
-	l, err := fairlock.New(cl, fairlock.WithLeaseTTL(e.LeaseTTL))
+	opts := []fairlock.Option{fairlock.WithLeaseTTL(e.LeaseTTL)}
+	if e.Aging != 0 {
+		opts = append(opts, fairlock.WithPriorityAging(e.Aging))
+	}
+	l, err := fairlock.New(cl, opts...)
 	if err != nil {
 		cl.Close()
 		return nil, err
@@ -132,7 +145,7 @@ func fairlockPeer() peer {
 			}
 			return w, nil
 		},
-		KindSettings: "Locker.Semaphore(name, capacity).Acquire(ctx, n) and Locker.RWMutex(name).RLock/Lock, with OnQueued to note when the call joined the queue; the lease's Fence gives the grant order; the tenants row's groups: Acquire(ctx, 1, WithGroup(tenant)), and in the weighted tenants row WithGroupWeight(w) beside it",
+		KindSettings: "Locker.Semaphore(name, capacity).Acquire(ctx, n) and Locker.RWMutex(name).RLock/Lock, with OnQueued to note when the call joined the queue; the lease's Fence gives the grant order; the tenants row's groups: Acquire(ctx, 1, WithGroup(tenant)), and in the weighted tenants row WithGroupWeight(w) beside it; in the priority-lanes row the interactive workers' Acquire(ctx, 1, WithPriority(9)), the Lockers of its run with priorities made WithPriorityAging(-pl-aging)",
 	}
 }
 

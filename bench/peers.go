@@ -149,6 +149,10 @@ type env struct {
 	// PoolSize is the go-redis pool size of each worker's client, 0 for
 	// go-redis's default (the uncontended row uses 1, as a plain loop does).
 	PoolSize int
+	// Aging is fairlock's WithPriorityAging of each worker's Locker, 0
+	// for the default (the priority-lanes row's run with priorities sets
+	// it, so that aging shows within the row).
+	Aging time.Duration
 }
 
 // tokenBase and tokenSeq make the spinners' tokens: a random prefix per

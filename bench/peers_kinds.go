@@ -29,6 +29,14 @@ type groupSemaphore interface {
 	SemaphoreGroup(ctx context.Context, name string, capacity, n int, group string, weight int) (taken, error)
 }
 
+// prioritySemaphore is a kind worker whose semaphore grants requests of
+// higher priority first: fairlock's WithPriority.
+type prioritySemaphore interface {
+	// SemaphorePriority is Semaphore for a request of priority, 0 (the
+	// default) to maxPriority.
+	SemaphorePriority(ctx context.Context, name string, capacity, n, priority int) (taken, error)
+}
+
 // semaphoreQueued is a kind worker that can count the live waiters of a
 // semaphore, as runScale's probe needs (fairlock's Inspect).
 type semaphoreQueued interface {

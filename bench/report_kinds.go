@@ -74,16 +74,18 @@ func spinnerRow(rows []KindResult) *KindResult {
 	return best
 }
 
+// errCell is a kind row's errors cell: the count, and its note if any.
+func errCell(r KindResult) string {
+	if r.Note != "" {
+		return fmt.Sprintf("%d %s", r.Errors, r.Note)
+	}
+	return fmt.Sprint(r.Errors)
+}
+
 // kindTables writes the semaphore, read-write lock and semaphore drain
 // sections.
 func kindTables(b *strings.Builder, res *Results) {
 	p := func(f string, a ...any) { fmt.Fprintf(b, f, a...) }
-	errCell := func(r KindResult) string {
-		if r.Note != "" {
-			return fmt.Sprintf("%d %s", r.Errors, r.Note)
-		}
-		return fmt.Sprint(r.Errors)
-	}
 	clients := func(r KindResult) string { return fmt.Sprintf("%d (%d)", r.Clients, r.Conns) }
 	order := func(r KindResult) string {
 		return fmt.Sprintf("%d of %d (by %s)", r.OrderBroken, r.OrderChecked, r.OrderBy)
@@ -154,6 +156,7 @@ func kindTables(b *strings.Builder, res *Results) {
 		}
 		p("\n")
 	}
+	laneTable(b, res)
 	if rows := res.RWMutex; len(rows) > 0 {
 		var fl float64
 		if f := kindRow(rows, "fairlock"); f != nil && f.Readers != nil {
@@ -295,6 +298,24 @@ func kindTargets(res *Results) []Target {
 		noOverCapacity(area, w)
 		noErrors(area, w)
 	}
+	if l := laneRow(res.PriorityLanes, true, false); l != nil {
+		if sat := laneRow(res.PriorityLanes, true, true); sat != nil {
+			// Only there does aging decide when a batch request is granted.
+			l = sat
+		}
+		area := kindArea(*l)
+		fifo := ""
+		if f := laneRow(res.PriorityLanes, false, false); f != nil {
+			fifo = fmt.Sprintf("; without priorities the batch workers' worst was %.1f ms", f.Lanes.Batch.WaitMaxus/1e3)
+		}
+		add(area, fmt.Sprintf("the batch workers' (priority 0) worst wait ≤ %d × aging + their FIFO bound", maxPriority),
+			fmt.Sprintf("%.1f ms vs %.1f ms = %d × %.0f ms + %.1f ms%s", l.Lanes.Batch.WaitMaxus/1e3, laneBound(l.Lanes)/1e3, maxPriority, l.Lanes.AgingMs, l.Lanes.FIFOBoundus/1e3, fifo),
+			l.Lanes.Batch.WaitMaxus <= laneBound(l.Lanes))
+		add(area, "zero batch grants that broke FIFO order (priority 0 keeps arrival order)",
+			fmt.Sprintf("%d of %d checkable grants (by %s)", l.Lanes.BatchOrderBroken, l.Lanes.BatchOrderChecked, l.OrderBy), l.Lanes.BatchOrderBroken == 0)
+		noOverCapacity(area, l)
+		noErrors(area, l)
+	}
 	var small, big *ScaleResult
 	for i := range res.SemaphoreDrain {
 		s := &res.SemaphoreDrain[i]
@@ -351,6 +372,9 @@ func kindArea(r KindResult) string {
 		return fmt.Sprintf("Weighted semaphore (capacity %d, 1 worker × %d permits, %d × 1)", r.Capacity, r.BigPermits, r.Workers-1)
 	case "tenants":
 		return fmt.Sprintf("Tenants (capacity %d, %s workers)", r.Capacity, tenantLayout(r))
+	case "priority-lanes":
+		return fmt.Sprintf("Priority lanes (capacity %d, %d batch workers, %d interactive at priority %d, aging %.0f ms)",
+			r.Capacity, r.Lanes.BatchWorkers, r.Lanes.InteractiveWorkers, r.Lanes.InteractivePriority, r.Lanes.AgingMs)
 	}
 	return fmt.Sprintf("RWMutex (%d workers, %d%% reads)", r.Workers, r.ReadPct)
 }

@@ -36,6 +36,7 @@ var scenarios = []scenario{
 	{"semaphore-weighted", weightedFlags, (*bench).weighted},             // Results.Weighted
 	{"tenants", tenantsFlags, (*bench).tenants},                          // Results.Tenants
 	{"tenants-weighted", weightedTenantsFlags, (*bench).weightedTenants}, // Results.WeightedTenants
+	{"priority-lanes", priorityLanesFlags, (*bench).priorityLanes},       // Results.PriorityLanes
 	{"rwmutex", rwFlags, (*bench).rwmutex},                               // Results.RWMutex
 	{"semaphore-drain", semaphoreDrainFlags, (*bench).semaphoreDrain},    // Results.SemaphoreDrain
 }
@@ -305,6 +306,11 @@ func (b *bench) addKind(rows *[]KindResult, r KindResult) {
 	for _, t := range r.Tenants {
 		b.logf("tenants %-17s tenant %s (%2d workers): %6.0f grants/s, %5.1f%% of grants, wait p99 %6.1f ms", r.Peer, t.Name, t.Workers, t.GrantsPerSec, 100*t.Share, t.WaitP99us/1e3)
 	}
+	if l := r.Lanes; l != nil {
+		b.logf("priority-lanes %-21s interactive: %.0f grants/s, wait p50 %.2f ms p99 %.2f ms max %.1f ms; batch: %.0f grants/s, wait p50 %.2f ms p99 %.2f ms max %.1f ms (bound %.1f ms)",
+			r.Peer, l.Interactive.GrantsPerSec, l.Interactive.WaitP50us/1e3, l.Interactive.WaitP99us/1e3, l.Interactive.WaitMaxus/1e3,
+			l.Batch.GrantsPerSec, l.Batch.WaitP50us/1e3, l.Batch.WaitP99us/1e3, l.Batch.WaitMaxus/1e3, (l.AgingBoundus+l.FIFOBoundus)/1e3)
+	}
 	if r.Writers != nil {
 		b.logf("rwmutex %-9s writers: %.0f grants/s, wait p99 %.1f ms max %.1f ms; readers %.0f grants/s", r.Peer, r.Writers.GrantsPerSec, r.Writers.WaitP99us/1e3, r.Writers.WaitMaxus/1e3, r.Readers.GrantsPerSec)
 	}
@@ -388,6 +394,40 @@ func (b *bench) weightedTenants() {
 		}
 		b.addKind(&b.res.WeightedTenants, runTenants(p, "fairlock (weights)", true, weights, b.env, b.mon, t.capacity, layout, b.cfg.sem.hold, t.dur))
 		b.addKind(&b.res.WeightedTenants, runTenants(p, "fairlock (groups)", true, nil, b.env, b.mon, t.capacity, layout, b.cfg.sem.hold, t.dur))
+	}
+}
+
+func priorityLanesFlags(fs *flag.FlagSet, c *config) {
+	l := &c.priorityLanes
+	fs.IntVar(&l.batch, "pl-batch", 12, "priority-lanes: batch workers (priority 0, one client each), who ask again at once")
+	fs.IntVar(&l.interactive, "pl-interactive", 2, "priority-lanes: interactive workers (priority 9, one client each), who pause -pl-pause after each release")
+	fs.IntVar(&l.capacity, "pl-capacity", 2, "priority-lanes: capacity of the semaphore, every request 1 permit (hold: -sem-hold)")
+	fs.DurationVar(&l.pause, "pl-pause", 20*time.Millisecond, "priority-lanes: an interactive worker's pause after each release")
+	fs.DurationVar(&l.aging, "pl-aging", 500*time.Millisecond, "priority-lanes: WithPriorityAging of every Locker of the row with priorities (the batch workers' wait bound is 9 × this more than FIFO's)")
+	fs.DurationVar(&l.dur, "pl-dur", 10*time.Second, "priority-lanes: duration per row (three rows: with priorities, every request at priority 0, and saturated)")
+	fs.DurationVar(&l.saturatedAging, "pl-saturated-aging", 100*time.Millisecond, "priority-lanes: WithPriorityAging of the saturated row, where capacity+2 interactive workers ask again at once: only aging lets the batch workers in")
+}
+
+// priorityLanes is a batch backlog at priority 0 beside interactive
+// workers at maxPriority, on fairlock only (no peer has priorities); the
+// same workers with every request at priority 0, to show what the
+// priorities buy the interactive ones; and a saturated row, where the
+// interactive workers alone keep every permit busy, to show aging bound
+// the batch workers' wait.
+func (b *bench) priorityLanes() {
+	for _, p := range b.kindPeers() {
+		if p.Name != "fairlock" {
+			continue
+		}
+		b.addKind(&b.res.PriorityLanes, runPriorityLanes(p, "fairlock (priorities)", true, b.env, b.mon, b.cfg.priorityLanes, b.cfg.sem.hold))
+		b.addKind(&b.res.PriorityLanes, runPriorityLanes(p, "fairlock (FIFO)", false, b.env, b.mon, b.cfg.priorityLanes, b.cfg.sem.hold))
+		s := b.cfg.priorityLanes
+		s.interactive, s.pause, s.aging = s.capacity+2, 0, s.saturatedAging
+		r := runPriorityLanes(p, fmt.Sprintf("fairlock (saturated: %d interactive workers, no pause, aging %v)", s.interactive, s.aging), true, b.env, b.mon, s, b.cfg.sem.hold)
+		if r.Lanes != nil {
+			r.Lanes.Saturated = true
+		}
+		b.addKind(&b.res.PriorityLanes, r)
 	}
 }
 

@@ -144,11 +144,12 @@ func BenchmarkHeartbeat1000(b *testing.B) {
 // BenchmarkScriptTime is the Redis server's own time per call of the
 // scripts on the contended path, from INFO commandstats: acquire.lua
 // queueing a waiter behind a held lock, and release.lua granting the
-// head, for the mutex's and the counted holder store, and for a semaphore
+// head, for the mutex's and the counted holder store, for a semaphore
 // whose waiters are in 1 or in 1,000 groups (WithGroup), all of them
-// waiting throughout. It reports redis-µs/call beside the client's ns/op,
-// which includes the round trip, and redis-cmds/call, the commands each
-// call ran (ZRANGE calls of the groups cases' holder lookups left out).
+// waiting throughout, and for a mutex whose waiters take the priorities 0
+// to 9 in turn (WithPriority). It reports redis-µs/call beside the
+// client's ns/op, which includes the round trip, and redis-cmds/call, the
+// commands each call ran (the groups' and lanes' holder lookups left out).
 func BenchmarkScriptTime(b *testing.B) {
 	srv := redistest.Start(b)
 	client := srv.Client(b)
@@ -158,11 +159,13 @@ func BenchmarkScriptTime(b *testing.B) {
 		kind     *kind
 		capacity any
 		groups   int
+		lanes    int // waiters take priorities 0 to lanes-1 in turn
 	}{
-		{"mutex", mutexKind, noArg, 0},
-		{"semaphore", semaphoreKind, int64(1), 0},
-		{"groups=1", semaphoreKind, int64(1), 1},
-		{"groups=1000", semaphoreKind, int64(1), 1000},
+		{"mutex", mutexKind, noArg, 0, 0},
+		{"semaphore", semaphoreKind, int64(1), 0, 0},
+		{"groups=1", semaphoreKind, int64(1), 1, 0},
+		{"groups=1000", semaphoreKind, int64(1), 1000, 0},
+		{"lanes=10", mutexKind, noArg, 0, 10},
 	} {
 		l := benchLocker(b, srv)
 		ref := l.refs.get(bc.kind, "script-time")
@@ -205,13 +208,19 @@ func BenchmarkScriptTime(b *testing.B) {
 					cmds += n
 				}
 			}
-			if bc.groups > 0 {
+			if bc.groups > 0 || bc.lanes > 0 {
 				cmds -= float64(b.N) // the holder lookups
 			}
 			b.ReportMetric(usec/calls, "redis-µs/call")
 			b.ReportMetric(cmds/calls, "redis-cmds/call")
 		}
-		token := func(seq int) string { return "w" + strconv.Itoa(seq%2) + ".1:" + strconv.Itoa(seq) }
+		token := func(seq int) string {
+			t := "w" + strconv.Itoa(seq%2) + ".1:" + strconv.Itoa(seq)
+			if bc.lanes > 0 {
+				t += "!" + strconv.Itoa(seq%bc.lanes) + "/30000"
+			}
+			return t
+		}
 		holder, seq := token(0), 0
 		acquire(holder)
 		var waiters []string
@@ -225,9 +234,9 @@ func BenchmarkScriptTime(b *testing.B) {
 			})
 		})
 		b.Run(bc.name+"/grant", func(b *testing.B) {
-			// With groups, every group keeps waiters to the end, and the
-			// holder is whom the groups' rule chose: read, not assumed.
-			for len(waiters) < b.N+2*bc.groups {
+			// With groups (lanes), every group (lane) keeps waiters to the
+			// end, and the holder is whom the rule chose: read, not assumed.
+			for len(waiters) < b.N+2*bc.groups+2*bc.lanes {
 				seq++
 				acquire(token(seq))
 				waiters = append(waiters, token(seq))
@@ -238,6 +247,9 @@ func BenchmarkScriptTime(b *testing.B) {
 					holder = next
 					if bc.groups > 0 {
 						holder = client.ZRange(ctx, ref.keys[0], 0, 0).Val()[0]
+					}
+					if bc.lanes > 0 {
+						holder = client.Get(ctx, ref.keys[0]).Val()
 					}
 				}
 			})
