@@ -396,6 +396,31 @@ func TestInspectMutex(t *testing.T) {
 	}
 }
 
+// Waiters of a priority above 0 show it, in a column of their own and in
+// the JSON, and are listed first.
+func TestInspectPriority(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := withTimeout(t, 20*time.Second)
+	url := "redis://" + srv.Addr
+	take(t, mutexOf(newLocker(t, srv.Client(t)), "render"))
+	queue(t, ctx, mutexOf(newLocker(t, srv.Client(t)), "render"))
+	queue(t, ctx, mutexOf(newLocker(t, srv.Client(t)), "render"), fairlock.WithPriority(7))
+	code, out, stderr := cli(t, ctx, "", "-redis", url, "inspect", "render")
+	if code != exitOK {
+		t.Fatalf("inspect: exit %d: %s", code, stderr)
+	}
+	t.Logf("inspect:\n%s", out)
+	if !hasRow(out, "POS", "TOKEN", "EXPIRES", "IN", "PRIORITY", "METADATA") {
+		t.Errorf("inspect output lacks the waiters' head with PRIORITY")
+	}
+	lk := inspectJSONOf(t, ctx, "-redis", url, "render").Locks[0]
+	if len(lk.Waiters) != 2 || lk.Waiters[0].Priority != 7 || lk.Waiters[1].Priority != 0 || lk.Holders[0].Priority != 0 {
+		t.Fatalf("inspect -json: %+v", lk)
+	}
+	f, line := row(t, out, lk.Waiters[0].Token)
+	wantFields(t, line, f, 0, "1", lk.Waiters[0].Token, "", "7", "-")
+}
+
 // A semaphore with two holders, one of two permits, with groups and
 // metadata, and two waiters; the mutex of the same name beside it.
 func TestInspectSemaphore(t *testing.T) {

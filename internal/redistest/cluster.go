@@ -83,7 +83,9 @@ func StartCluster(t testing.TB, args ...string) *Cluster {
 
 // ensureReplicas makes sure each primary has one replica. redis-cli sends
 // CLUSTER REPLICATE before every node knows every other, and on a loaded
-// machine a replica sometimes stays an empty primary; pair those up here.
+// machine a replica sometimes stays an empty primary, or follows a primary
+// that has one already (a CI run found both replicas on one primary and
+// none on another); pair those up here.
 func (c *Cluster) ensureReplicas(t testing.TB, createOut []byte) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
@@ -97,7 +99,11 @@ func (c *Cluster) ensureReplicas(t testing.TB, createOut []byte) {
 		hasReplica := map[string]bool{}
 		var orphans, spare []ClusterNode
 		for _, n := range nodes {
-			if !n.Master {
+			switch {
+			case n.Master:
+			case hasReplica[n.MasterID]:
+				spare = append(spare, n) // a second replica of one primary
+			default:
 				hasReplica[n.MasterID] = true
 			}
 		}

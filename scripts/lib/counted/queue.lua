@@ -237,16 +237,16 @@ local function partyLeft(token, group)
   redis.call('HDEL', stateKey, 'g:' .. token, 't:' .. token)
   groupedParties = redis.call('HINCRBY', stateKey, 'grouped', -1)
   if groupedParties > 0 then return end
-  local fields, sets = {'grouped', 'vnow', 'mean'}, {}
+  local gone, sets = {'grouped', 'vnow', 'mean'}, {}
   for _, g in ipairs({'', group}) do
-    for _, f in ipairs({'h:', 's:', 'v:', 'e:', 'w:', 'l:'}) do fields[#fields + 1] = f .. g end
+    for _, f in ipairs({'h:', 's:', 'v:', 'e:', 'w:', 'l:'}) do gone[#gone + 1] = f .. g end
   end
   for lane = 0, 9 do
-    fields[#fields + 1] = memberField('', lane)
-    fields[#fields + 1] = memberField(group, lane)
+    gone[#gone + 1] = memberField('', lane)
+    gone[#gone + 1] = memberField(group, lane)
     sets[#sets + 1] = groupsOfLane(lane)
   end
-  redis.call('HDEL', stateKey, unpack(fields))
+  redis.call('HDEL', stateKey, unpack(gone))
   redis.call('DEL', unpack(sets))
   local holders = redis.call('ZRANGE', holdersKey, 0, -1)
   for i = 1, #holders, BATCH do
