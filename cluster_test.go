@@ -12,6 +12,7 @@ import (
 	"log"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -80,11 +81,67 @@ func TestCluster(t *testing.T) {
 	t.Run("Spread10k", func(t *testing.T) { testSpread(t, c, client) })
 	t.Run("Resharding", func(t *testing.T) { testResharding(t, c, client) })
 	t.Run("Throughput", func(t *testing.T) { testThroughput(t, client) })
+	t.Run("Priorities", func(t *testing.T) { testClusterPriorities(t, client) })
 	for _, k := range []kind{semKind, rwKind} {
 		t.Run(k.name+"/NoCrossSlot", func(t *testing.T) { testKindsNoCrossSlot(t, k, client) })
 		t.Run(k.name+"/FIFOOverShards", func(t *testing.T) { testKindsFIFO(t, k, c, client) })
 		t.Run(k.name+"/CapacityOverShards", func(t *testing.T) { testKindsCapacity(t, k, c, client) })
 		t.Run(k.name+"/OneMessagePerLocker", func(t *testing.T) { testKindsOneMessage(t, k, c, client) })
+	}
+}
+
+// testClusterPriorities: a semaphore with groups and waiters of three
+// priorities, on awkward names, grants by priority and hits no CROSSSLOT:
+// every lane's keys share the name's hash tag.
+func testClusterPriorities(t *testing.T, client func() redis.UniversalClient) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ls := newLockers(t, 2, client)
+	for _, name := range awkwardNames[:6] {
+		sems := make([]*fairlock.Semaphore, 2)
+		for i, l := range ls {
+			s, err := l.Semaphore(name, 1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sems[i] = s
+		}
+		held, err := sems[0].Acquire(ctx, 1)
+		if err != nil {
+			t.Fatalf("Acquire(%q): %v", name, err)
+		}
+		type grant struct {
+			priority int
+			fence    int64
+		}
+		got := make(chan grant, 3)
+		for i, p := range []int{0, 9, 4} {
+			opts := []fairlock.AcquireOption{fairlock.WithPriority(p)}
+			if i < 2 {
+				opts = append(opts, fairlock.WithGroup(fmt.Sprint("tenant-", i)))
+			}
+			go func() {
+				lease, err := sems[1].Acquire(ctx, 1, opts...)
+				if err != nil {
+					t.Errorf("Acquire(%q) at priority %d: %v", name, p, err)
+					got <- grant{p, 0}
+					return
+				}
+				got <- grant{p, lease.Fence()}
+				lease.Release(ctx) //nolint:errcheck // the next grant checks it
+			}()
+			waitKindWaiters(t, ls[0], semKind, name, i+1)
+		}
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var order []int
+		for range 3 {
+			order = append(order, (<-got).priority)
+		}
+		if !slices.Equal(order, []int{9, 4, 0}) {
+			t.Errorf("%q: granted priorities %v, want [9 4 0]", name, order)
+		}
 	}
 }
 

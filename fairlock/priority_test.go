@@ -277,9 +277,10 @@ func TestPriorityInspect(t *testing.T) {
 	}
 }
 
-// 7. A dead holder and a dead waiter, each of a priority above 0: the
-// holder's grant ends within a lease TTL and a heartbeat, and goes to the
-// live waiter of the highest priority, passing the dead one.
+// 7. A dead holder of priority 9 and dead waiters of priorities 9, 4 and 0:
+// the holder's grant ends within a lease TTL and a heartbeat, and goes to
+// the live waiter of the highest priority, passing the dead ones; the
+// other live waiters follow by priority.
 func TestPriorityDeadParties(t *testing.T) {
 	srv := redistest.Start(t)
 	for kind, acquireOf := range priorityKinds(t) {
@@ -289,8 +290,11 @@ func TestPriorityDeadParties(t *testing.T) {
 			dead := srv.Client(t)
 			deadLock := acquireOf(newLocker(t, dead), name)
 			holder := hold(t, at(deadLock, 9))
-			queueFor(t, ctx, at(deadLock, 9))
+			for _, p := range []int{9, 4, 0} {
+				queueFor(t, ctx, at(deadLock, p))
+			}
 			live := acquireOf(newLocker(t, srv.Client(t)), name)
+			zero := queueFor(t, ctx, live)
 			low := queueFor(t, ctx, at(live, 2))
 			high := queueFor(t, ctx, at(live, 6))
 			dead.Close()
@@ -301,9 +305,16 @@ func TestPriorityDeadParties(t *testing.T) {
 			if s.Fence() <= holder.Fence() {
 				t.Errorf("fence %d not above the dead holder's %d", s.Fence(), holder.Fence())
 			}
+			last := s.Fence()
 			released(t, s)
-			s, _ = await(t, low, slack)
-			released(t, s)
+			for _, ch := range []<-chan result{low, zero} {
+				s, _ = await(t, ch, slack)
+				if s.Fence() <= last {
+					t.Errorf("fence %d not above the one before, %d: not in priority order", s.Fence(), last)
+				}
+				last = s.Fence()
+				released(t, s)
+			}
 		})
 	}
 }

@@ -262,6 +262,9 @@ func (m *machine) addLocker(rt *rapid.T) {
 	if lease != waiter {
 		m.hit("locker-with-unequal-ttls")
 	}
+	if aging < fairlock.DefaultPriorityAging {
+		m.hit("locker-with-short-aging")
+	}
 	rt.Logf("locker %d: lease TTL %v, waiter TTL %v, aging %v, retries %v", i, lease, waiter, aging, retry)
 	rt.Cleanup(func() {
 		l.Close()
@@ -436,7 +439,9 @@ func (m *machine) request(rt *rapid.T, lock int) smRequest {
 		}
 		return r
 	}
-	r.priority = rapid.SampledFrom(smPriorities).Draw(rt, "priority")
+	if r.priority = rapid.SampledFrom(smPriorities).Draw(rt, "priority"); r.priority > 0 {
+		m.hit("request-with-priority")
+	}
 	return r
 }
 
@@ -878,18 +883,20 @@ func (m *machine) checkRedis(rt *rapid.T) {
 		} else if lk.kind == fairlock.LockRWMutex {
 			base += "rw:"
 		}
-		r := m.read(rt, base+"order", base+"holders", base+"state", base+"fence")
+		// One read of every key, lines included: a script between two
+		// reads could move a token from one to the other.
+		var lanes []string
+		for lane := range fairlock.MaxPriority + 1 {
+			lanes = append(lanes, laneKey(base, "", lane))
+		}
+		r := m.read(rt, append([]string{base + "order", base + "holders", base + "state", base + "fence"}, lanes...)...)
 		fence := r[3]
 		holders, _ := pairs(r[1])
 		_, state := pairs(r[2])
 		if lk.limit > 0 {
 			m.checkGroups(rt, base, lk)
 		} else {
-			var lanes []string
-			for lane := range fairlock.MaxPriority + 1 {
-				lanes = append(lanes, laneKey(base, "", lane))
-			}
-			m.checkLines(rt, lk, base, r[0], map[string]string{}, lanes, m.read(rt, lanes...))
+			m.checkLines(rt, lk, base, r[0], map[string]string{}, lanes, r[4:])
 		}
 		// A counter below the seed floor (counted up from a lost key by a
 		// call whose reply was lost) is seeded from the clock by the next
