@@ -20,10 +20,13 @@ import (
 
 // The weights tests run many workers for seconds: on a machine as loaded
 // as CI's, a 1 s lease can rightly be lost (a CI run lost one, and its
-// Release failed), and a 600 ms waiter TTL lapse. Their Lockers take 10 s
-// and 3 s, but where a test needs the scan's charges often (its period is
-// a heartbeat, a third of the shorter TTL).
-const loadLeaseTTL, loadWaiterTTL = 10 * time.Second, 3 * time.Second
+// Release failed), and a 600 ms waiter TTL lapse. So can a grant made on
+// a waiter's behalf, which lives by its waiter TTL until the Locker's next
+// heartbeat takes it up: with 3 s, a CI run with -race and a core kept
+// busy lost one (its Release found it gone). Their Lockers take 10 s for
+// both, but where a test needs the scan's charges often (its period is a
+// heartbeat, a third of the shorter TTL).
+const loadLeaseTTL, loadWaiterTTL = 10 * time.Second, 10 * time.Second
 
 func loadLocker(t *testing.T, srv *redistest.Server) *fairlock.Locker {
 	return newLocker(t, srv.Client(t), fairlock.WithLeaseTTL(loadLeaseTTL), fairlock.WithWaiterTTL(loadWaiterTTL))
