@@ -20,14 +20,13 @@ import (
 // and the order set (every waiter, of any priority) once, so its reply
 // says both whether the session lives (a grant in a dead session would be
 // free for anyone) and whether waiters are queued (a waiter queued after
-// it arrived after this call). When the
-// lock was free with waiters queued (its holder died or expired), it is
-// handed to them at once (cancel.lua): the fast path never jumps the
-// queue. GET tells a SET that go-redis sent again after a lost reply, and
-// found this call's own token, from one that found another holder. INCR on
-// a missing fence key starts it at 1 with no TTL: the PEXPIRE NX gives it
-// one in the same round trip, and the seed script then seeds it from the
-// clock (lib/fence.lua).
+// it arrived after this call). When the lock was free with waiters queued
+// (its holder died or expired), it is handed to them at once (cancel.lua):
+// the fast path never jumps the queue. GET tells a SET that go-redis sent
+// again after a lost reply, and found this call's own token, from one
+// that found another holder. INCR on a missing fence key starts it at 1
+// with no TTL: the PEXPIRE NX gives it one in the same round trip, and
+// the seed script then seeds it from the clock (lib/fence.lua).
 
 // Outcomes of the fast path.
 const (

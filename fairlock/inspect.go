@@ -40,10 +40,13 @@ type Holder struct {
 
 // A Waiter is one live waiter in a lock's queue.
 type Waiter struct {
-	Token    string // it becomes the lease's token when granted
-	Shared   bool
-	Permits  int
-	Position int           // 1 is next; with groups, its place in arrival order; with priorities, every waiter of a priority above 0 comes first, in arrival order
+	Token   string // it becomes the lease's token when granted
+	Shared  bool
+	Permits int
+	// Position is 1 for the next; with groups, its place in arrival order;
+	// with priorities, every waiter of a priority above 0 comes first, in
+	// arrival order.
+	Position int
 	TTL      time.Duration // how long it keeps its place if its Locker stops
 	Metadata string
 	Group    string
