@@ -38,22 +38,20 @@ type Holder struct {
 	Priority int           // its request's priority (WithPriority)
 }
 
-// A Waiter is one live waiter in a lock's queue.
+// A Waiter is one live waiter in a lock's queue. Its Position is 1 for
+// the next; with groups, its place in arrival order; with priorities,
+// every waiter of a priority above 0 comes first, in arrival order. Its
+// Priority is its request's (WithPriority); while it waits, it ranks one
+// level higher per aging (WithPriorityAging), up to MaxPriority.
 type Waiter struct {
-	Token   string // it becomes the lease's token when granted
-	Shared  bool
-	Permits int
-	// Position is 1 for the next; with groups, its place in arrival order;
-	// with priorities, every waiter of a priority above 0 comes first, in
-	// arrival order.
+	Token    string // it becomes the lease's token when granted
+	Shared   bool
+	Permits  int
 	Position int
 	TTL      time.Duration // how long it keeps its place if its Locker stops
 	Metadata string
 	Group    string
 	Weight   int
-	// Priority is its request's priority (WithPriority); while it waits,
-	// it ranks one level higher per aging (WithPriorityAging), up to
-	// MaxPriority.
 	Priority int
 }
 
