@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/fairlock/fairlock/fairlock"
 	"github.com/fairlock/fairlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
@@ -68,8 +69,10 @@ func TestPriorityPassesBacklog(t *testing.T) {
 			notGranted(t, backlog[0], 2*heartbeat, "the first priority-0 waiter while the priority-9 one holds")
 			released(t, s)
 			last := s.Fence()
+			// 100 grants in turn: each within the README's bound for a
+			// grant whose message is lost (a heartbeat), and slack.
 			for i, ch := range backlog {
-				s, _ := await(t, ch, slack)
+				s, _ := await(t, ch, heartbeat+slack)
 				if s.Fence() <= last {
 					t.Fatalf("waiter %d: fence %d, not above the one before, %d", i, s.Fence(), last)
 				}
@@ -308,7 +311,7 @@ func TestPriorityDeadParties(t *testing.T) {
 			last := s.Fence()
 			released(t, s)
 			for _, ch := range []<-chan result{low, zero} {
-				s, _ = await(t, ch, slack)
+				s, _ = await(t, ch, heartbeat+slack)
 				if s.Fence() <= last {
 					t.Errorf("fence %d not above the one before, %d: not in priority order", s.Fence(), last)
 				}
@@ -422,5 +425,33 @@ func TestPriorityBadInput(t *testing.T) {
 	}
 	if _, err := rw.Lock(ctx, fairlock.WithPriority(1)); !errors.Is(err, fairlock.ErrInvalid) {
 		t.Errorf("a read-write lock with a priority: %v, want ErrInvalid", err)
+	}
+}
+
+// 11. A clock set back never puts a waiter of a priority above 0 before
+// one of its lane that came earlier, even while waiters of priority 0
+// (whose last arrival is what a request reads first) wait: miniredis,
+// whose TIME the test sets.
+func TestPriorityArrivalsWithClockSetBack(t *testing.T) {
+	mr := miniredis.RunT(t)
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer c.Close()
+	l := newLocker(t, c)
+	ctx := withTimeout(t, 10*time.Second)
+	t0 := time.Now()
+	mr.SetTime(t0)
+	held := mustAcquire(t, l, "clock")
+	plain := queueBehind(t, ctx, l, "clock")
+	first := queueBehind(t, ctx, l, "clock", fairlock.WithPriority(4))
+	mr.SetTime(t0.Add(-10 * time.Second))
+	second := queueBehind(t, ctx, l, "clock", fairlock.WithPriority(4))
+	order := c.ZRangeWithScores(ctx, "fairlock:{clock}:order", 0, -1).Val()
+	if len(order) != 3 || order[0].Score >= order[1].Score || order[1].Score >= 0 || order[2].Score < 0 {
+		t.Fatalf("order set after the clock went back: %v (want the two of priority 4 first, in arrival order, below 0)", order)
+	}
+	released(t, held)
+	for _, ch := range []<-chan result{first, second, plain} {
+		s, _ := await(t, ch, heartbeat+slack)
+		released(t, s)
 	}
 }

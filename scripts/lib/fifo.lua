@@ -6,10 +6,17 @@
 -- arrive numbers token, a waiter of lane, with the server's clock in µs,
 -- and at least one above the last waiter (a clock set back must not let a
 -- later waiter pass), and appends it to list; returns the list's length.
--- Both keys may be new.
+-- Both keys may be new. The last score is the last waiter of lane 0, or
+-- of the others when none of lane 0 waits; a waiter of a lane above 0
+-- also reads the last of those (one command, only for them), so that its
+-- lane's line stays in arrival order however the clock moves.
 local function arrive(list, token, lane)
   local last = redis.call('ZRANGE', orderKey, -1, -1, 'WITHSCORES')
   local at = math.max(last[2] and arrivalOf(tonumber(last[2])) + 1 or 0, nowUs())
+  if lane > 0 and last[2] and tonumber(last[2]) >= 0 then
+    local lastAbove = redis.call('ZRANGE', orderKey, '(0', '-inf', 'BYSCORE', 'REV', 'LIMIT', 0, 1, 'WITHSCORES')
+    if lastAbove[2] then at = math.max(at, arrivalOf(tonumber(lastAbove[2])) + 1) end
+  end
   if lane > 0 then at = at - LANE_OFFSET end
   redis.call('ZADD', orderKey, string.format('%d', at), token)
   local length = redis.call('RPUSH', list, token)
