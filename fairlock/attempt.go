@@ -247,6 +247,7 @@ func (l *Locker) newWaiter(a *attempt) (w *waiter, open []any) {
 		req:        a.req,
 		session:    s,
 		token:      s.id + ":" + strconv.FormatUint(b.seq, 36) + l.lane(a.cfg.priority) + a.req.suffix,
+		seq:        b.seq,
 		group:      a.cfg.group,
 		weight:     max(a.cfg.weight, 1),
 		meta:       a.cfg.metadata,

@@ -15,6 +15,7 @@ type books struct {
 	mu       sync.Mutex
 	closed   bool
 	seq      uint64                 // numbers tokens and sessions
+	beats    uint64                 // heartbeats so far: which waiters a heartbeat asks about
 	current  map[string]*session    // the session new parties join, by scope
 	sessions map[*session]struct{}  // every session to renew
 	waiters  map[string]*waiter     // by token: where grant messages go
@@ -30,6 +31,9 @@ type localLock struct {
 	capacity any                  // a semaphore's, as its latest party asked: the heartbeat puts it back if lost
 	limit    any                  // its group limit, likewise
 	keptAt   time.Time            // when the heartbeat last made its keys live keepTTL more
+	// askAll has the next heartbeat ask about every waiter: one was found
+	// to have lost its place, and the others may have too.
+	askAll bool
 }
 
 // local returns this Locker's record of a lock, putting it on the books:
@@ -90,7 +94,8 @@ type waiter struct {
 	req      request
 	session  *session
 	token    string
-	tokenArg any // token, boxed once for the commands that carry it
+	tokenArg any    // token, boxed once for the commands that carry it
+	seq      uint64 // its token's number: which heartbeats ask about it
 	group    string
 	weight   int       // its group's weight, 1 without WithGroupWeight
 	meta     string    // its Acquire's WithMetadata, "" if none

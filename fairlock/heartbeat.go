@@ -2,6 +2,7 @@ package fairlock
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/fairlock/fairlock/scripts"
@@ -10,9 +11,10 @@ import (
 
 // heartbeatLoop is the Locker's one timer. Each period it renews the
 // sessions, reads back the records of the leases held here (one command
-// per Batch of them), checks on the waiters (one call per lock with
-// waiters here), renews the records of leases that are due (every third of
-// keepTTL), all in one pipeline, and retries withdrawals.
+// per Batch of them), checks on the waiters (one heartbeat.lua call per
+// lock with waiters here, and a ZMSCORE per Batch of them), renews the
+// records of leases that are due (every third of keepTTL), all in one
+// pipeline, and retries withdrawals.
 func (l *Locker) heartbeatLoop() {
 	defer l.bg.Done()
 	t := time.NewTicker(l.cfg.heartbeat())
@@ -34,17 +36,27 @@ func (l *Locker) beat() {
 	ctx, cancel := context.WithTimeout(l.life, l.cfg.waitTTL())
 	defer cancel()
 	l.renewSessions(ctx)
-	calls, renewals, checks := l.heartbeatCalls()
-	if len(calls)+len(renewals)+len(checks) > 0 {
+	p := l.heartbeatPlan()
+	if len(p.calls)+len(p.renewals)+len(p.checks) > 0 {
 		sent := time.Now()
-		l.runHeartbeats(ctx, calls, renewals, checks) //nolint:errcheck // each call's own error is read below
-		for _, c := range calls {
+		l.runHeartbeats(ctx, p) //nolint:errcheck // each call's own error is read below
+		for _, c := range p.calls {
 			l.applyHeartbeat(c)
 		}
-		for _, c := range checks {
+		gone := map[*waiter]bool{}
+		for _, q := range p.queued {
+			l.applyQueueCheck(q, gone)
+		}
+		for _, m := range p.marks {
+			l.applyMarks(m, gone)
+		}
+		if len(gone) > 0 {
+			l.askGone(ctx, gone)
+		}
+		for _, c := range p.checks {
 			c.apply()
 		}
-		for _, r := range renewals {
+		for _, r := range p.renewals {
 			switch held, err := r.cmd.Int(); {
 			case err != nil:
 				l.cfg.observe(Event{Kind: EventHeartbeatFailed, Name: r.lease.ref.name, Lock: r.lease.ref.kind.lock, Err: err})
@@ -59,6 +71,18 @@ func (l *Locker) beat() {
 	l.notifier.dropIdle(l.inUse)
 }
 
+// A heartbeatPlan is what one heartbeat sends, in one pipeline, in this
+// order: the heartbeat.lua calls, the queue checks and the reads of marks
+// after them (a waiter a call granted is gone from the order set, and
+// marked), the renewals of lease records and the reads of leases.
+type heartbeatPlan struct {
+	calls    []*heartbeatCall
+	queued   []*queueCheck
+	marks    []*markRead
+	renewals []*recordRenewal
+	checks   []*leaseCheck
+}
+
 // heartbeatCall is one heartbeat.lua call: up to scripts.Batch waiters of
 // this Locker on one lock.
 type heartbeatCall struct {
@@ -67,6 +91,39 @@ type heartbeatCall struct {
 	waiters         []*waiter
 	positions, keep bool
 	cmd             *redis.Cmd
+}
+
+// A queueCheck asks Redis whether up to scripts.Batch waiters of this
+// Locker on one lock are still queued: one ZMSCORE on the lock's order
+// set. A heartbeat.lua call carries only the waiters that want their
+// place and the newest waiter of each line the others wait in (which
+// keeps that line's keys, and is the first to go when a failover loses
+// the latest writes); the rest are asked about here, without a script,
+// which costs Redis a fraction of carrying them through one. A waiter the
+// order set no longer has was granted or lost its place: askGone asks
+// heartbeat.lua which.
+//
+// Each heartbeat asks about up to scripts.Batch waiters of a lock. A
+// Locker with more on one lock asks about each once every `every`
+// heartbeats (the least power of two with every × Batch at least their
+// number), by its token's number, and learns of the grants among the
+// others each heartbeat from their sessions' marks (markRead); one found
+// to have lost its place has the next heartbeat, at once, ask about all.
+// So a waiter's grant is found within a heartbeat however many wait, and
+// its lost place within 2 × n / Batch heartbeats, which is one for
+// n ≤ Batch. Asking about all 10,000 idle waiters each heartbeat took most
+// of their Redis time (docs/benchmarks.md).
+type queueCheck struct {
+	ref     *lockRef
+	waiters []*waiter
+	cmd     *redis.Cmd
+}
+
+// A markRead reads the marks of one session (scripts/lib/tokens.lua): the
+// grants made to its waiters that it has not taken up are marked "u".
+type markRead struct {
+	session *session
+	cmd     *redis.MapStringStringCmd
 }
 
 // recordRenewal is one lease's extend.lua call.
@@ -106,84 +163,134 @@ func (c *leaseCheck) apply() {
 	}
 }
 
-// heartbeatCalls lists the calls of one heartbeat.
-func (l *Locker) heartbeatCalls() ([]*heartbeatCall, []*recordRenewal, []*leaseCheck) {
+// waiterLine names the line a waiter waits in: its priority's, and with
+// groups its group's (scripts/lib/lanes.lua, lib/counted/queue.lua).
+type waiterLine struct {
+	priority int
+	group    string
+}
+
+// heartbeatPlan lists the calls of one heartbeat.
+func (l *Locker) heartbeatPlan() *heartbeatPlan {
 	b := &l.books
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	b.beats++
 	now := time.Now()
-	var calls []*heartbeatCall
-	var renewals []*recordRenewal
-	var checks []*leaseCheck
+	p := &heartbeatPlan{}
 	var mget *leaseCheck
+	marked := map[*session]bool{}
 	for _, ll := range b.locks {
 		var zmscore *leaseCheck
 		for s := range ll.leases {
 			if s.needsRenewal(now) {
-				renewals = append(renewals, &recordRenewal{lease: s})
+				p.renewals = append(p.renewals, &recordRenewal{lease: s})
 			}
 			switch {
 			case ll.ref.kind != mutexKind:
 				if zmscore == nil {
 					zmscore = &leaseCheck{args: []any{"zmscore", ll.ref.args[0]}}
-					checks = append(checks, zmscore)
+					p.checks = append(p.checks, zmscore)
 				}
 				zmscore.leases, zmscore.args = append(zmscore.leases, s), append(zmscore.args, s.token)
 			case l.sharded:
-				checks = append(checks, &leaseCheck{leases: []*Lease{s}, args: []any{"get", ll.ref.args[0]}})
+				p.checks = append(p.checks, &leaseCheck{leases: []*Lease{s}, args: []any{"get", ll.ref.args[0]}})
 			default:
 				if mget == nil || len(mget.leases) == scripts.Batch {
 					mget = &leaseCheck{args: []any{"mget"}}
-					checks = append(checks, mget)
+					p.checks = append(p.checks, mget)
 				}
 				mget.leases, mget.args = append(mget.leases, s), append(mget.args, ll.ref.args[0])
 			}
 		}
-		if len(ll.waiters) == 0 {
-			continue
+		if len(ll.waiters) > 0 {
+			l.planWaiters(p, ll, now, marked)
 		}
-		keep := now.Sub(ll.keptAt) > l.cfg.keepTTL()/3
-		if keep {
-			ll.keptAt = now
+	}
+	for s := range marked {
+		p.marks = append(p.marks, &markRead{session: s})
+	}
+	return p
+}
+
+// planWaiters adds to p what asks about the waiters of ll; marked gathers
+// the sessions whose marks are to be read. books.mu is held.
+func (l *Locker) planWaiters(p *heartbeatPlan, ll *localLock, now time.Time, marked map[*session]bool) {
+	keep := now.Sub(ll.keptAt) > l.cfg.keepTTL()/3
+	if keep {
+		ll.keptAt = now
+	}
+	every := uint64(1)
+	for !ll.askAll && every*scripts.Batch < uint64(len(ll.waiters)) {
+		every *= 2
+	}
+	ll.askAll = false
+	newest := map[waiterLine]*waiter{}
+	for w := range ll.waiters {
+		line := waiterLine{tokenPriority(w.token), w.group}
+		if n := newest[line]; n == nil || w.seq > n.seq {
+			newest[line] = w
 		}
-		var c *heartbeatCall
-		for w := range ll.waiters {
+	}
+	var c *heartbeatCall
+	var q *queueCheck
+	for w := range ll.waiters {
+		switch {
+		case l.cfg.wantsPositions() || w.onPosition != nil || newest[waiterLine{tokenPriority(w.token), w.group}] == w:
 			if c == nil || len(c.waiters) == scripts.Batch {
 				c = &heartbeatCall{ref: ll.ref, capacity: ll.capacity, limit: ll.limit, positions: l.cfg.wantsPositions(), keep: keep}
-				calls = append(calls, c)
+				p.calls = append(p.calls, c)
 			}
 			c.waiters = append(c.waiters, w)
 			c.positions = c.positions || w.onPosition != nil
+		case w.seq%every == l.books.beats%every:
+			if q == nil || len(q.waiters) == scripts.Batch {
+				q = &queueCheck{ref: ll.ref}
+				p.queued = append(p.queued, q)
+			}
+			q.waiters = append(q.waiters, w)
+		default:
+			marked[w.session] = true
 		}
 	}
-	return calls, renewals, checks
 }
 
-// runHeartbeats sends every call in one pipeline. A pipeline cannot fall
-// back from EVALSHA to EVAL by itself, so on NOSCRIPT (after SCRIPT FLUSH
-// or a restart) it loads the scripts and sends the batch once more.
-func (l *Locker) runHeartbeats(ctx context.Context, calls []*heartbeatCall, renewals []*recordRenewal, checks []*leaseCheck) error {
+// runHeartbeats sends every call of p in one pipeline. A pipeline cannot
+// fall back from EVALSHA to EVAL by itself, so on NOSCRIPT (after SCRIPT
+// FLUSH or a restart) it loads the scripts and sends the batch once more.
+func (l *Locker) runHeartbeats(ctx context.Context, p *heartbeatPlan) error {
 	recordMs := l.cfg.recordTTL().Milliseconds()
 	send := func() error {
-		_, err := l.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, c := range calls {
+		_, err := l.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+			for _, c := range p.calls {
 				args := c.ref.call(c.capacity, c.limit, flag(c.positions), flag(c.keep))
 				for _, w := range c.waiters {
-					args = append(args, w.token)
+					args = append(args, w.tokenArg)
 				}
 				args[0], args[1] = "evalsha", c.ref.kind.scripts.heartbeat.sha
 				c.cmd = redis.NewCmd(ctx, args...)
-				p.Process(ctx, c.cmd) //nolint:errcheck // read from cmd
+				pipe.Process(ctx, c.cmd) //nolint:errcheck // read from cmd
 			}
-			for _, r := range renewals {
+			for _, q := range p.queued {
+				args := make([]any, 0, 2+len(q.waiters))
+				args = append(args, "zmscore", q.ref.keys[2])
+				for _, w := range q.waiters {
+					args = append(args, w.tokenArg)
+				}
+				q.cmd = pipe.Do(ctx, args...)
+			}
+			for _, m := range p.marks {
+				m.cmd = pipe.HGetAll(ctx, m.session.keys[0].(string))
+			}
+			for _, r := range p.renewals {
 				s := r.lease
 				args := s.ref.call(s.token, recordMs, flag(s.hasMeta), noArg)
 				args[0], args[1] = "evalsha", s.ref.kind.scripts.extend.sha
 				r.cmd = redis.NewCmd(ctx, args...)
-				p.Process(ctx, r.cmd) //nolint:errcheck // read from cmd
+				pipe.Process(ctx, r.cmd) //nolint:errcheck // read from cmd
 			}
-			for _, c := range checks {
-				c.cmd = p.Do(ctx, c.args...)
+			for _, c := range p.checks {
+				c.cmd = pipe.Do(ctx, c.args...)
 			}
 			return nil
 		})
@@ -220,6 +327,7 @@ func (l *Locker) applyHeartbeat(c *heartbeatCall) {
 		position int
 	}
 	var moved []move
+	kick := false // one lost its place: the next heartbeat, now, asks about all
 	l.books.mu.Lock()
 	for i, w := range c.waiters {
 		if l.books.waiters[w.token] != w {
@@ -233,11 +341,18 @@ func (l *Locker) applyHeartbeat(c *heartbeatCall) {
 			}
 		case status == 0:
 			evict(w)
+			if ll := l.books.lockOf(c.ref); ll != nil && len(ll.waiters) > scripts.Batch && !ll.askAll {
+				ll.askAll = true
+				kick = true
+			}
 		default:
 			deliver(w, status)
 		}
 	}
 	l.books.mu.Unlock()
+	if kick {
+		l.kickHeartbeat()
+	}
 	for _, m := range moved {
 		e := m.w.event(EventMoved)
 		e.Position = m.position
@@ -245,6 +360,70 @@ func (l *Locker) applyHeartbeat(c *heartbeatCall) {
 		if m.w.onPosition != nil {
 			m.w.onPosition(m.position)
 		}
+	}
+}
+
+// applyQueueCheck adds to gone the waiters of q, still waiting here, that
+// the order set no longer has.
+func (l *Locker) applyQueueCheck(q *queueCheck, gone map[*waiter]bool) {
+	scores, err := q.cmd.Slice()
+	if err == nil && len(scores) != len(q.waiters) {
+		err = fmt.Errorf("fairlock: ZMSCORE replied %d scores for %d waiters", len(scores), len(q.waiters))
+	}
+	if err != nil {
+		l.cfg.observe(Event{Kind: EventHeartbeatFailed, Name: q.ref.name, Lock: q.ref.kind.lock, Err: err})
+		return
+	}
+	l.books.mu.Lock()
+	defer l.books.mu.Unlock()
+	for i, w := range q.waiters {
+		if scores[i] == nil && l.books.waiters[w.token] == w {
+			gone[w] = true
+		}
+	}
+}
+
+// applyMarks adds to gone the waiters, still waiting here, whose grant m
+// found marked.
+func (l *Locker) applyMarks(m *markRead, gone map[*waiter]bool) {
+	marks, err := m.cmd.Result()
+	if err != nil {
+		l.cfg.observe(Event{Kind: EventHeartbeatFailed, Err: err})
+		return
+	}
+	l.books.mu.Lock()
+	defer l.books.mu.Unlock()
+	for token, mark := range marks {
+		if w := l.books.waiters[token]; w != nil && mark == "u" {
+			gone[w] = true
+		}
+	}
+}
+
+// askGone asks heartbeat.lua about the waiters gone from the order set or
+// marked granted: each was granted (its grant's message may be lost) or
+// lost its place. It is a second round trip, only after a grant or a loss.
+func (l *Locker) askGone(ctx context.Context, gone map[*waiter]bool) {
+	p := &heartbeatPlan{}
+	calls := map[*lockRef]*heartbeatCall{}
+	l.books.mu.Lock()
+	for w := range gone {
+		c := calls[w.ref]
+		if c == nil || len(c.waiters) == scripts.Batch {
+			ll := l.books.lockOf(w.ref)
+			if ll == nil {
+				continue
+			}
+			c = &heartbeatCall{ref: w.ref, capacity: ll.capacity, limit: ll.limit}
+			calls[w.ref] = c
+			p.calls = append(p.calls, c)
+		}
+		c.waiters = append(c.waiters, w)
+	}
+	l.books.mu.Unlock()
+	l.runHeartbeats(ctx, p) //nolint:errcheck // each call's own error is read below
+	for _, c := range p.calls {
+		l.applyHeartbeat(c)
 	}
 }
 

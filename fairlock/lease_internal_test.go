@@ -61,7 +61,7 @@ func TestHeartbeatOnAnIdleLockLeavesNoKey(t *testing.T) {
 		if k != mutexKind {
 			c.capacity = 2
 		}
-		if err := l.runHeartbeats(ctx, []*heartbeatCall{c}, nil, nil); err != nil {
+		if err := l.runHeartbeats(ctx, &heartbeatPlan{calls: []*heartbeatCall{c}}); err != nil {
 			t.Fatal(err)
 		}
 		if keys := rdb.Keys(ctx, "*idle*").Val(); len(keys) != 0 {

@@ -35,7 +35,9 @@ end
 -- The Locker's id names its notification channel (lib/grant.lua).
 local function lockerOf(token) return string.match(token, '^[^.:]*') end
 
--- What a call learnt of each session, by key.
+-- What a call learnt of each session: sessionsAlive by key, grantTTLs by
+-- session, so that a scan of many waiters of few sessions builds no key
+-- per waiter.
 local sessionsAlive = {}
 local grantTTLs = {}
 
@@ -54,12 +56,12 @@ end
 -- grantTTL is the record TTL a grant to the waiter token gets, or nil when
 -- it may not be granted: its session's waiters are gone, or the session.
 local function grantTTL(token)
-  local key = sessionKey(token) .. 'WAITERS_KEY_SUFFIX'
-  local ttl = grantTTLs[key]
+  local session = sessionOf(token)
+  local ttl = grantTTLs[session]
   if ttl == nil then
-    ttl = tonumber(redis.call('GET', key)) or false
+    ttl = tonumber(redis.call('GET', sessionPrefix .. session .. 'WAITERS_KEY_SUFFIX')) or false
     if ttl and not sessionAlive(token) then ttl = false end
-    grantTTLs[key] = ttl
+    grantTTLs[session] = ttl
   end
   return ttl or nil
 end
@@ -121,5 +123,5 @@ local function openSession(token, leaseMs, waiterMs, grantMs)
   redis.call('HSET', key, '', '')
   redis.call('PEXPIRE', key, leaseMs)
   redis.call('SET', key .. 'WAITERS_KEY_SUFFIX', grantMs, 'PX', waiterMs)
-  sessionsAlive[key], grantTTLs[key .. 'WAITERS_KEY_SUFFIX'] = true, tonumber(grantMs)
+  sessionsAlive[key], grantTTLs[sessionOf(token)] = true, tonumber(grantMs)
 end

@@ -1,0 +1,121 @@
+package fairlock
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/fairlock/fairlock/internal/redistest"
+	"github.com/fairlock/fairlock/scripts"
+)
+
+// manyWaiters queues n waiters of a Locker that never hears a grant
+// message and whose heartbeats the test runs itself (its own come every
+// 20 s), behind a lease of another Locker, on name. It returns the
+// Locker, the lease and where each waiter's Acquire reports.
+func manyWaiters(t *testing.T, srv *redistest.Server, name string, n int) (*Locker, *Lease, chan *Lease) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	holders, err := New(srv.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holders.Close() })
+	held, err := holders.Acquire(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(srv.Client(t), WithLeaseTTL(time.Minute), WithWaiterTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	// Set before the listener starts (at the first subscription), so only
+	// heartbeats find the grants.
+	l.notifier.onGrants = func(string) {}
+	granted := make(chan *Lease, n)
+	for range n {
+		go func() {
+			if s, err := l.Acquire(ctx, name); err == nil {
+				granted <- s
+			}
+		}()
+	}
+	rdb := srv.Client(t)
+	for rdb.ZCard(ctx, "fairlock:{"+name+"}:order").Val() < int64(n) {
+		if ctx.Err() != nil {
+			t.Fatal("the waiters did not all queue")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return l, held, granted
+}
+
+// A Locker with more waiters on a lock than one heartbeat asks about
+// still finds each grant at the next heartbeat, with no message: the
+// grant's mark in its session tells it.
+func TestHeartbeatFindsGrantsAmongManyWaiters(t *testing.T) {
+	srv := redistest.Start(t)
+	const n = 4 * scripts.Batch
+	l, held, granted := manyWaiters(t, srv, "many", n)
+	ctx := context.Background()
+	for i := range 8 {
+		if err := held.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l.beat()
+		select {
+		case held = <-granted:
+		case <-time.After(5 * time.Second): // the Locker's own heartbeat is 20 s away
+			t.Fatalf("grant %d: not found by the heartbeat after it", i)
+		}
+	}
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A waiter of many that lost its place, whichever heartbeats ask about
+// it, learns so within 2 × n / Batch heartbeats, and queues again.
+func TestHeartbeatFindsLostPlacesAmongManyWaiters(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	const n = 3 * scripts.Batch // every fourth heartbeat asks about each
+	l, _, _ := manyWaiters(t, srv, "lost", n)
+	ctx := context.Background()
+	var lost []string
+	l.books.mu.Lock()
+	for token, w := range l.books.waiters {
+		if len(lost) < 4 && w.seq%4 == uint64(len(lost)) {
+			lost = append(lost, token)
+		}
+	}
+	l.books.mu.Unlock()
+	for _, token := range lost {
+		rdb.ZRem(ctx, "fairlock:{lost}:order", token)
+		rdb.LRem(ctx, "fairlock:{lost}:queue", 0, token)
+	}
+	for range 2 * n / scripts.Batch {
+		l.beat()
+	}
+	deadline := time.Now().Add(5 * time.Second) // each queues again with a call of its own
+	for {
+		l.books.mu.Lock()
+		left := 0
+		for _, token := range lost {
+			if l.books.waiters[token] != nil {
+				left++
+			}
+		}
+		l.books.mu.Unlock()
+		queued := rdb.ZCard(ctx, "fairlock:{lost}:order").Val()
+		if left == 0 && queued == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d waiters that lost their place still think they wait; %d of %d queued", left, len(lost), queued, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
