@@ -3,6 +3,9 @@
 -- which serves the head in O(1), tells a waiter's place (ZRANK) and
 -- whether a token waits.
 
+-- arrivals are the scores of the tokens this call numbered (scoreOf).
+local arrivals = {}
+
 -- arrive numbers token, a waiter of lane, with the server's clock in µs,
 -- and at least one above the last waiter (a clock set back must not let a
 -- later waiter pass), and appends it to list; returns the list's length.
@@ -19,11 +22,16 @@ local function arrive(list, token, lane)
   end
   if lane > 0 then at = at - LANE_OFFSET end
   redis.call('ZADD', orderKey, string.format('%d', at), token)
+  arrivals[token] = at
   local length = redis.call('RPUSH', list, token)
-  keepFor(orderKey, keepTTL, #last == 0)
-  keepFor(list, keepTTL, length == 1)
+  -- An empty set or list is no key: one this call filled is new.
+  if #last == 0 then keepMade(orderKey, keepTTL) else keepFor(orderKey, keepTTL, false) end
+  if length == 1 then keepMade(list, keepTTL) else keepFor(list, keepTTL, false) end
   return length
 end
+
+-- scoreOf is the score of token, a waiter.
+local function scoreOf(token) return arrivals[token] or tonumber(redis.call('ZSCORE', orderKey, token)) end
 
 -- depart forgets token's arrival; its list entry is the caller's.
 local function depart(token) redis.call('ZREM', orderKey, token) end

@@ -10,6 +10,10 @@ local function keepFor(key, ttl, mayBeNew)
   end
 end
 
+-- keepMade gives key, which this call made (so it has no TTL), ttl ms: one
+-- PEXPIRE, where keepFor with mayBeNew spends two on a new key.
+local function keepMade(key, ttl) redis.call('PEXPIRE', key, ttl) end
+
 -- admitAtFullMemory: a Redis at full memory (maxmemory under noeviction)
 -- refuses a script's first write if it may grow memory, and lets a script
 -- that has written go on to its end. The scripts that serve the parties

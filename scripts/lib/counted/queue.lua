@@ -92,14 +92,16 @@ local function virtualNow()
   return vnow
 end
 
--- Each group's fields, read once per call. lanes are the lanes it has a
--- line in, 0 first; members[lane] its member in that lane's groups set,
--- scores[lane] its clock there.
+-- Each group's fields, read once per call, with the lock's clock fields
+-- the first time (readClock). lanes are the lanes it has a line in, 0
+-- first; members[lane] its member in that lane's groups set, scores[lane]
+-- its clock there.
 local groups = {}
 local function groupRecord(group)
   local r = groups[group]
   if not r then
-    local f = redis.call('HMGET', stateKey, 'h:' .. group, 's:' .. group, 'm:' .. group, 'v:' .. group, 'e:' .. group, 'w:' .. group, 'l:' .. group)
+    local f = redis.call('HMGET', stateKey, 'h:' .. group, 's:' .. group, 'm:' .. group, 'v:' .. group, 'e:' .. group, 'w:' .. group, 'l:' .. group, 'vnow', 'mean')
+    if not vnow then vnow, lockMean = tonumber(f[8]) or 0, tonumber(f[9]) end
     r = {held = tonumber(f[1]) or 0, served = f[2] ~= false, clock = tonumber(f[4]), mean = tonumber(f[5]),
          weight = tonumber(f[6]) or 1, lanes = {0}, members = {[0] = f[3] or nil}, scores = {}}
     r.scores[0] = r.members[0] and r.clock
@@ -183,7 +185,7 @@ local function placeIn(group, r, lane, lineSame)
     elseif was and lineSame then
       member = was
     else
-      member = string.format('0%016d:', arrivalOf(tonumber(redis.call('ZSCORE', orderKey, head)))) .. group
+      member = string.format('0%016d:', arrivalOf(scoreOf(head))) .. group
     end
   end
   if member ~= was then
@@ -275,9 +277,11 @@ local function join(token, group, held, weight)
     end
     place('')
   end
-  redis.call('HSET', stateKey, 'g:' .. token, group, 'w:' .. group, weight)
+  -- The count, read by openStore, is written with the party's fields: one
+  -- command, not an HINCRBY more.
+  groupedParties = groupedParties + 1
+  redis.call('HSET', stateKey, 'g:' .. token, group, 'w:' .. group, weight, 'grouped', groupedParties)
   if groups[group] then groups[group].weight = weight end
-  groupedParties = redis.call('HINCRBY', stateKey, 'grouped', 1)
 end
 
 -- Joining a line with a head changes nothing of the group's.
