@@ -66,13 +66,21 @@ local function grantTTL(token)
   return ttl or nil
 end
 
+-- marksRead are the marks a call read or wrote, by token (false: none):
+-- an acquire asks about the holder both before and after it queues.
+local marksRead = {}
+
 -- markOf is token's mark, if any; it learns on the way whether the
 -- session lives.
 local function markOf(token)
-  local key = sessionKey(token)
-  local f = redis.call('HMGET', key, '', token)
-  sessionsAlive[key] = f[1] ~= false
-  return f[2]
+  local mark = marksRead[token]
+  if mark == nil then
+    local key = sessionKey(token)
+    local f = redis.call('HMGET', key, '', token)
+    sessionsAlive[key], mark = f[1] ~= false, f[2]
+    marksRead[token] = mark
+  end
+  return mark
 end
 
 -- holderAlive: does token's grant hold. A grant its Locker has not taken
@@ -100,10 +108,16 @@ local function withdrawn(token) return markOf(token) == 'x' end
 -- markGranted marks a grant made to a waiter on its behalf: until its
 -- Locker takes it up (HDEL, lib/unlock.lua and the Locker's heartbeat), a
 -- waiter that died as it was granted frees the lock with its waiters' key.
-local function markGranted(token) redis.call('HSET', sessionKey(token), token, 'u') end
+local function markGranted(token)
+  redis.call('HSET', sessionKey(token), token, 'u')
+  marksRead[token] = 'u'
+end
 
 -- clearMark forgets token's mark: it was taken up, released or withdrawn.
-local function clearMark(token) redis.call('HDEL', sessionKey(token), token) end
+local function clearMark(token)
+  redis.call('HDEL', sessionKey(token), token)
+  marksRead[token] = false
+end
 
 -- withdraw marks token withdrawn for good. The request that brought it may
 -- have been the one to open its session: then the mark comes first, in a
@@ -113,6 +127,7 @@ local function withdraw(token, ttl)
   local key = sessionKey(token)
   redis.call('HSET', key, token, 'x')
   redis.call('PEXPIRE', key, ttl, 'NX')
+  marksRead[token] = 'x'
 end
 
 -- openSession makes token's session live, or keeps it: its Locker asks

@@ -5,8 +5,9 @@
 -- anew on each call, which would double the Redis time of this, the
 -- commonest release.
 -- Anything else goes on to the full release below. Its one write, DEL,
--- cannot grow memory, so Redis runs it at full memory.
-if ARGV[7] == '' and ARGV[8] == '' and redis.call('GET', holdersKey) == ARGV[6] and redis.call('EXISTS', orderKey) == 0 then
+-- cannot grow memory, so Redis runs it at full memory. EXISTS comes first:
+-- with waiters queued, the full release reads the holder itself.
+if ARGV[7] == '' and ARGV[8] == '' and redis.call('EXISTS', orderKey) == 0 and redis.call('GET', holdersKey) == ARGV[6] then
   redis.call('DEL', holdersKey)
   return 1
 end
