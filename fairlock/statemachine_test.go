@@ -134,6 +134,12 @@ type smLocker struct {
 	lease, waiter time.Duration
 	dead          bool
 	retry         bool // go-redis retries a lost reply
+	// observed: the Locker has an observer. One without is what most
+	// users run: its heartbeat asks about its waiters with ZMSCORE, not
+	// through the script (an observer's EventMoved wants every place);
+	// the test learns of its lost leases from Done, of its lost places
+	// from OnQueued called again.
+	observed bool
 }
 
 // An smCall is one Acquire or Do under way.
@@ -246,17 +252,23 @@ func (m *machine) addLocker(rt *rapid.T) {
 	lease := rapid.SampledFrom(smTTLs).Draw(rt, fmt.Sprintf("lease%d", i))
 	waiter := rapid.SampledFrom(smTTLs).Draw(rt, fmt.Sprintf("waiter%d", i))
 	aging := rapid.SampledFrom(smAgings).Draw(rt, fmt.Sprintf("aging%d", i))
+	observed := rapid.Bool().Draw(rt, fmt.Sprintf("observed%d", i))
 	opt := &redis.Options{Addr: px.Addr, MaxRetries: -1, ReadTimeout: smReadTimeout, WriteTimeout: smReadTimeout}
 	if retry {
 		opt.MaxRetries = 3
 	}
 	c := redis.NewClient(opt)
-	l, err := fairlock.New(c, fairlock.WithLeaseTTL(lease), fairlock.WithWaiterTTL(waiter), fairlock.WithPriorityAging(aging),
-		fairlock.WithObserver(func(e fairlock.Event) { m.observed(i, e) }))
+	opts := []fairlock.Option{fairlock.WithLeaseTTL(lease), fairlock.WithWaiterTTL(waiter), fairlock.WithPriorityAging(aging)}
+	if observed {
+		opts = append(opts, fairlock.WithObserver(func(e fairlock.Event) { m.observed(i, e) }))
+	} else {
+		m.hit("locker-without-observer")
+	}
+	l, err := fairlock.New(c, opts...)
 	if err != nil {
 		rt.Fatal(err)
 	}
-	m.lockers = append(m.lockers, &smLocker{l: l, px: px, lease: lease, waiter: waiter, retry: retry})
+	m.lockers = append(m.lockers, &smLocker{l: l, px: px, lease: lease, waiter: waiter, retry: retry, observed: observed})
 	m.maxLease, m.maxWaiter = max(m.maxLease, lease), max(m.maxWaiter, waiter)
 	m.maxBeat = max(m.maxBeat, l.Heartbeat())
 	if lease != waiter {
@@ -459,9 +471,19 @@ func (m *machine) Acquire(rt *rapid.T) {
 	c := &smCall{locker: i, lock: lock, permits: r.permits, group: r.group, priority: r.priority, gen: m.gen, started: time.Now(), cancel: cancel,
 		queued: make(chan struct{}), done: make(chan result, 1)}
 	acquire := m.acquirer(i, lock, r, false)
-	var once sync.Once
+	queuedOnce := false
 	go func() {
-		s, err := acquire(ctx, fairlock.OnQueued(func(int) { once.Do(func() { close(c.queued) }) }))
+		s, err := acquire(ctx, fairlock.OnQueued(func(int) {
+			// Again: the waiter lost its place and queued anew.
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			if queuedOnce {
+				c.requeued = true
+				return
+			}
+			queuedOnce = true
+			close(c.queued)
+		}))
 		c.returned = time.Now()
 		c.done <- result{s, err}
 	}()
@@ -505,6 +527,14 @@ func (m *machine) granted(rt *rapid.T, c *smCall, s *fairlock.Lease) {
 	}
 	m.grants[c.lock] = append(m.grants[c.lock], &smGrant{fence: s.Fence(), started: c.started})
 	m.valid.began(fmt.Sprintf("locker %d's %s", c.locker, s.Token()), s.Token(), c.lock, c.permits, c.started, c.returned)
+	if !m.lockers[c.locker].observed {
+		go func() {
+			<-s.Done()
+			if errors.Is(s.Err(), fairlock.ErrLost) {
+				m.valid.ended(s.Token(), fmt.Sprintf("lost at locker %d (Done)", c.locker), time.Now())
+			}
+		}()
+	}
 	m.maxSeen[c.lock] = max(m.maxSeen[c.lock], s.Fence())
 	m.leases = append(m.leases, &smLease{lease: s, locker: c.locker, lock: c.lock, permits: c.permits,
 		group: c.group, priority: c.priority, arrival: c.arrival, gen: c.gen, requeued: c.requeued, granted: time.Now()})
