@@ -96,6 +96,22 @@ func TestACLRuleIsEnough(t *testing.T) {
 	released(t, writer)
 	r, _ := await(t, reader, slack)
 	released(t, r)
+
+	// Two waiters of one Locker: the heartbeat asks about the second
+	// without the script (ZMSCORE).
+	held := mustAcquire(t, a, "acl-two")
+	two := []<-chan result{queueBehind(t, ctx, b, "acl-two"), queueBehind(t, ctx, b, "acl-two")}
+	time.Sleep(2 * b.Heartbeat())
+	released(t, held)
+	for _, w := range two {
+		got, _ := await(t, w, slack)
+		released(t, got)
+	}
+	// Nothing was refused, not even a command whose error only the next
+	// heartbeat would notice (a lease read-back, a check on waiters).
+	if log := primary.Client(t).Do(ctx, "ACL", "LOG").Val(); log != nil && len(log.([]any)) > 0 {
+		t.Fatalf("ACL LOG after the run: %v", log)
+	}
 }
 
 // A user without the rule gets an error from its first call, promptly.

@@ -12,7 +12,9 @@ import (
 // manyWaiters queues n waiters of a Locker that never hears a grant
 // message and whose heartbeats the test runs itself (its own come every
 // 20 s), behind a lease of another Locker, on name. It returns the
-// Locker, the lease and where each waiter's Acquire reports.
+// Locker, the lease and where each waiter's Acquire reports. The Locker
+// runs as the user of docs/operations.md's ACL rule, which must allow
+// what its heartbeat sends.
 func manyWaiters(t *testing.T, srv *redistest.Server, name string, n int) (*Locker, *Lease, chan *Lease) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -26,7 +28,8 @@ func manyWaiters(t *testing.T, srv *redistest.Server, name string, n int) (*Lock
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := New(srv.Client(t), WithLeaseTTL(time.Minute), WithWaiterTTL(time.Minute))
+	srv.SetUser(t, redistest.DocACLRule(t, "../docs/operations.md", "fairlock-app"))
+	l, err := New(srv.ClientAs(t, "fairlock-app", "app-secret"), WithLeaseTTL(time.Minute), WithWaiterTTL(time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
