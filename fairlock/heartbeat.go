@@ -37,7 +37,7 @@ func (l *Locker) beat() {
 	defer cancel()
 	l.renewSessions(ctx)
 	p := l.heartbeatPlan()
-	if len(p.calls)+len(p.renewals)+len(p.checks) > 0 {
+	if len(p.calls)+len(p.queued)+len(p.marks)+len(p.renewals)+len(p.checks) > 0 {
 		sent := time.Now()
 		l.runHeartbeats(ctx, p) //nolint:errcheck // each call's own error is read below
 		for _, c := range p.calls {
