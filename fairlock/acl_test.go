@@ -192,3 +192,28 @@ func TestACLWithoutTheChannels(t *testing.T) {
 	next, _ := await(t, w, heartbeat+slack) // from its heartbeat
 	released(t, next)
 }
+
+// A heartbeat's read-back of held leases that Redis refuses is reported
+// (EventHeartbeatFailed), not dropped: the documented rule once lacked
+// MGET, and nothing said so.
+func TestLeaseReadBackRefusalIsReported(t *testing.T) {
+	srv := redistest.Start(t)
+	srv.SetUser(t, strings.Replace(redistest.DocACLRule(t, "../docs/operations.md", "fairlock-app"), " +mget", "", 1))
+	refused := make(chan fairlock.Event, 16)
+	l := newLocker(t, srv.ClientAs(t, "fairlock-app", "app-secret"), fairlock.WithObserver(func(e fairlock.Event) {
+		if e.Kind == fairlock.EventHeartbeatFailed && strings.Contains(fmt.Sprint(e.Err), "NOPERM") {
+			select {
+			case refused <- e:
+			default:
+			}
+		}
+	}))
+	s := mustAcquire(t, l, "readback")
+	select {
+	case e := <-refused:
+		t.Logf("reported: %v", e.Err)
+	case <-time.After(heartbeat + slack):
+		t.Fatal("a refused read-back of a held lease was not reported within a heartbeat")
+	}
+	released(t, s)
+}

@@ -54,7 +54,13 @@ func (l *Locker) beat() {
 			l.askGone(ctx, gone)
 		}
 		for _, c := range p.checks {
-			c.apply()
+			if err := c.apply(); err != nil {
+				e := Event{Kind: EventHeartbeatFailed, Err: err}
+				if len(c.leases) == 1 {
+					e.Name, e.Lock = c.leases[0].ref.name, c.leases[0].ref.kind.lock
+				}
+				l.cfg.observe(e)
+			}
 		}
 		for _, r := range p.renewals {
 			switch held, err := r.cmd.Int(); {
@@ -144,23 +150,33 @@ type leaseCheck struct {
 	cmd    *redis.Cmd
 }
 
-func (c *leaseCheck) apply() {
+// apply ends the leases whose records are gone. A read that failed is
+// returned, to report: the next heartbeat reads them again, and the
+// deadlines hold meanwhile (a refusal went unseen this way: the ACL rule
+// once lacked MGET).
+func (c *leaseCheck) apply() error {
 	if c.args[0] == "get" {
 		switch token, err := c.cmd.Text(); {
 		case err == redis.Nil || (err == nil && token != c.leases[0].token):
 			c.leases[0].vanished()
+		case err != nil:
+			return err
 		}
-		return
+		return nil
 	}
 	vals, err := c.cmd.Slice()
-	if err != nil || len(vals) != len(c.leases) {
-		return // the next heartbeat reads them again; the deadlines hold meanwhile
+	if err == nil && len(vals) != len(c.leases) {
+		err = fmt.Errorf("fairlock: %s replied %d values for %d leases", c.args[0], len(vals), len(c.leases))
+	}
+	if err != nil {
+		return err
 	}
 	for i, s := range c.leases {
 		if held := vals[i] != nil && (s.ref.kind != mutexKind || vals[i] == s.token); !held {
 			s.vanished()
 		}
 	}
+	return nil
 }
 
 // waiterLine names the line a waiter waits in: its priority's, and with
