@@ -234,7 +234,9 @@ func (m *machine) init(rt *rapid.T) {
 	m.lockers = nil
 	m.calls, m.leases, m.held = nil, nil, nil
 	m.grants, m.maxSeen = map[int][]*smGrant{}, map[int]int64{}
+	m.mu.Lock()
 	m.pending = map[[2]int]*smCall{}
+	m.mu.Unlock()
 	m.step, m.gen, m.full = 0, 0, false
 	m.maxLease, m.maxWaiter, m.maxBeat = 0, 0, 0
 	m.valid = newValidity()
@@ -260,7 +262,10 @@ func (m *machine) addLocker(rt *rapid.T) {
 	c := redis.NewClient(opt)
 	opts := []fairlock.Option{fairlock.WithLeaseTTL(lease), fairlock.WithWaiterTTL(waiter), fairlock.WithPriorityAging(aging)}
 	if observed {
-		opts = append(opts, fairlock.WithObserver(func(e fairlock.Event) { m.observed(i, e) }))
+		// This test case's books: a Locker whose Close gave up on a
+		// faulty network may still report after the next case began.
+		valid, pending := m.valid, m.pending
+		opts = append(opts, fairlock.WithObserver(func(e fairlock.Event) { m.observed(valid, pending, i, e) }))
 	} else {
 		m.hit("locker-without-observer")
 	}
@@ -288,20 +293,20 @@ func (m *machine) addLocker(rt *rapid.T) {
 // observed notes a lease's end (EventLost, as its Done closes), and a
 // waiter that lost its place and queued again: it no longer stands where
 // it arrived.
-func (m *machine) observed(locker int, e fairlock.Event) {
-	m.valid.log(e.Token, fmt.Sprintf("%s %v q=%v err=%v", time.Now().Format("15:04:05.000000"), e.Kind, e.Queued, e.Err))
+func (m *machine) observed(valid *validity, pending map[[2]int]*smCall, locker int, e fairlock.Event) {
+	valid.log(e.Token, fmt.Sprintf("%s %v q=%v err=%v", time.Now().Format("15:04:05.000000"), e.Kind, e.Queued, e.Err))
 	if id, _, ok := strings.Cut(e.Token, "."); ok {
-		m.valid.log("locker:"+id, fmt.Sprint(locker))
+		valid.log("locker:"+id, fmt.Sprint(locker))
 	}
 	if e.Kind == fairlock.EventLost {
-		m.valid.ended(e.Token, fmt.Sprintf("lost at locker %d", locker), time.Now())
+		valid.ended(e.Token, fmt.Sprintf("lost at locker %d", locker), time.Now())
 	}
 	if e.Kind != fairlock.EventCancelled || !errors.Is(e.Err, fairlock.ErrPlaceLost) {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for key, c := range m.pending {
+	for key, c := range pending {
 		if key[0] == locker && smLocks[key[1]].name == e.Name && smLocks[key[1]].kind == e.Lock {
 			c.requeued = true
 		}
@@ -528,10 +533,11 @@ func (m *machine) granted(rt *rapid.T, c *smCall, s *fairlock.Lease) {
 	m.grants[c.lock] = append(m.grants[c.lock], &smGrant{fence: s.Fence(), started: c.started})
 	m.valid.began(fmt.Sprintf("locker %d's %s", c.locker, s.Token()), s.Token(), c.lock, c.permits, c.started, c.returned)
 	if !m.lockers[c.locker].observed {
+		valid := m.valid // this test case's: the lease may end after it
 		go func() {
 			<-s.Done()
 			if errors.Is(s.Err(), fairlock.ErrLost) {
-				m.valid.ended(s.Token(), fmt.Sprintf("lost at locker %d (Done)", c.locker), time.Now())
+				valid.ended(s.Token(), fmt.Sprintf("lost at locker %d (Done)", c.locker), time.Now())
 			}
 		}()
 	}
