@@ -16,7 +16,7 @@ const (
 	EventRenewed                              // a lease's record was renewed by the heartbeat (every third of the record's TTL)
 	EventHeartbeatFailed                      // a heartbeat call failed; Err
 	EventCancelled                            // a waiter gave up or lost its place; Err, Wait, Queued
-	EventMoved                                // a waiter's place in the queue changed; Position
+	EventMoved                                // the place of a waiter that asked for it (OnPosition) changed; Position
 	EventWarning                              // the Locker goes on despite a risk it found in Redis's settings; Err
 )
 

@@ -252,9 +252,9 @@ func (l *Locker) planWaiters(p *heartbeatPlan, ll *localLock, now time.Time, mar
 	var q *queueCheck
 	for w := range ll.waiters {
 		switch {
-		case l.cfg.wantsPositions() || w.onPosition != nil || newest[waiterLine{tokenPriority(w.token), w.group}] == w:
+		case w.onPosition != nil || newest[waiterLine{tokenPriority(w.token), w.group}] == w:
 			if c == nil || len(c.waiters) == scripts.Batch {
-				c = &heartbeatCall{ref: ll.ref, capacity: ll.capacity, limit: ll.limit, positions: l.cfg.wantsPositions(), keep: keep}
+				c = &heartbeatCall{ref: ll.ref, capacity: ll.capacity, limit: ll.limit, keep: keep}
 				p.calls = append(p.calls, c)
 			}
 			c.waiters = append(c.waiters, w)
@@ -351,7 +351,7 @@ func (l *Locker) applyHeartbeat(c *heartbeatCall) {
 		}
 		switch status := st[i]; {
 		case status < 0:
-			if p := int(-status); c.positions && p != w.position {
+			if p := int(-status); w.onPosition != nil && p != w.position {
 				w.position = p
 				moved = append(moved, move{w, p})
 			}

@@ -122,3 +122,63 @@ func TestHeartbeatFindsLostPlacesAmongManyWaiters(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A Locker with an observer sends through the heartbeat's script only the
+// waiters that follow their place (OnPosition) and the newest of each
+// line, as one without does: an observer hears of moves only for those.
+func TestObserverLeavesWaitersOutOfTheScript(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	holders, err := New(srv.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holders.Close()
+	held, err := holders.Acquire(ctx, "observed")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.Release(ctx)
+	l, err := New(srv.Client(t), WithObserver(func(Event) {}), WithLeaseTTL(time.Minute), WithWaiterTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	queue := func(o ...AcquireOption) {
+		queued := make(chan struct{})
+		go l.Acquire(ctx, "observed", append(o, OnQueued(func(int) { close(queued) }))...)
+		select {
+		case <-queued:
+		case <-ctx.Done():
+			t.Fatal("a waiter did not queue")
+		}
+	}
+	follows := func(int) {}
+	queue(OnPosition(follows)) // the oldest, following its place
+	for range 3 {
+		queue()
+	}
+	var newest uint64
+	l.books.mu.Lock()
+	for _, w := range l.books.waiters {
+		newest = max(newest, w.seq)
+	}
+	l.books.mu.Unlock()
+	p := l.heartbeatPlan()
+	var scripted, checked int
+	for _, c := range p.calls {
+		for _, w := range c.waiters {
+			scripted++
+			if w.onPosition == nil && w.seq != newest {
+				t.Errorf("waiter %s, which follows no place and is not the newest, went through the script", w.token)
+			}
+		}
+	}
+	for _, q := range p.queued {
+		checked += len(q.waiters)
+	}
+	if scripted != 2 || checked != 2 {
+		t.Errorf("the script carried %d waiters and ZMSCORE %d; want 2 and 2", scripted, checked)
+	}
+}

@@ -232,7 +232,10 @@ func OnQueued(fn func(position int)) AcquireOption {
 // while it waits. Changes are learnt from the heartbeat, so they come at
 // most once per Heartbeat period and cost no extra round trip; fn runs on
 // the heartbeat goroutine and must not block. A last call may come just
-// after the grant.
+// after the grant. The Locker's observer and logger get the same changes
+// as EventMoved; they get none for waiters that did not ask: following a
+// place costs Redis a count every heartbeat, several times what asking
+// whether the waiter is still queued does.
 func OnPosition(fn func(position int)) AcquireOption {
 	return func(c *acquireConfig) { c.onPosition = fn }
 }
@@ -317,8 +320,9 @@ func WithGroupLimit(k int) SemaphoreOption {
 	}
 }
 
-// wantsPositions tells whether anyone listens for EventEnqueued and
-// EventMoved positions, which cost Redis a count.
+// wantsPositions tells whether anyone listens for EventEnqueued's
+// position, which costs Redis a count as the waiter queues. EventMoved
+// comes only for waiters that asked OnPosition.
 func (c *config) wantsPositions() bool {
 	return c.observer != nil || c.logger != nil
 }

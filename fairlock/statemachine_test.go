@@ -135,10 +135,8 @@ type smLocker struct {
 	dead          bool
 	retry         bool // go-redis retries a lost reply
 	// observed: the Locker has an observer. One without is what most
-	// users run: its heartbeat asks about its waiters with ZMSCORE, not
-	// through the script (an observer's EventMoved wants every place);
-	// the test learns of its lost leases from Done, of its lost places
-	// from OnQueued called again.
+	// users run: the test learns of its lost leases from Done, of its
+	// lost places from OnQueued called again.
 	observed bool
 }
 
@@ -476,9 +474,16 @@ func (m *machine) Acquire(rt *rapid.T) {
 	c := &smCall{locker: i, lock: lock, permits: r.permits, group: r.group, priority: r.priority, gen: m.gen, started: time.Now(), cancel: cancel,
 		queued: make(chan struct{}), done: make(chan result, 1)}
 	acquire := m.acquirer(i, lock, r, false)
+	// A waiter that follows its place goes through the heartbeat's script
+	// every heartbeat; the others are asked about with ZMSCORE.
+	var opts []fairlock.AcquireOption
+	if rapid.Bool().Draw(rt, "position") {
+		opts = append(opts, fairlock.OnPosition(func(int) {}))
+		m.hit("waiter-with-position")
+	}
 	queuedOnce := false
 	go func() {
-		s, err := acquire(ctx, fairlock.OnQueued(func(int) {
+		s, err := acquire(ctx, append(opts, fairlock.OnQueued(func(int) {
 			// Again: the waiter lost its place and queued anew.
 			m.mu.Lock()
 			defer m.mu.Unlock()
@@ -488,7 +493,7 @@ func (m *machine) Acquire(rt *rapid.T) {
 			}
 			queuedOnce = true
 			close(c.queued)
-		}))
+		}))...)
 		c.returned = time.Now()
 		c.done <- result{s, err}
 	}()
