@@ -28,6 +28,7 @@ type Locker struct {
 	closing  chan struct{}  // closed by Shutdown: waiters give up
 	stopped  chan struct{}  // closed by Shutdown when no call is left: background goroutines stop
 	kick     chan struct{}  // asks for a heartbeat now
+	sends    chan struct{}  // Acquire requests in flight (sendSlots); nil: unbounded
 	bg       sync.WaitGroup
 	// life bounds the Locker's own calls to Redis (heartbeats, withdrawals):
 	// Shutdown ends it when it returns.
@@ -63,6 +64,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Locker, error) {
 		kick:    make(chan struct{}, 1),
 	}
 	_, l.sharded = client.(*redis.ClusterClient)
+	l.sends = sendSlots(client)
 	l.life, l.end = context.WithCancel(context.Background())
 	l.refs = newRefCache(&l.cfg, l.id, l.sharded)
 	l.notifier = newNotifier(client, cfg.heartbeat(), l.stopped, &l.bg, l.delivered, l.kickHeartbeat)

@@ -23,10 +23,62 @@ var errWithdrawn = errors.New("fairlock: request withdrawn after its answer was 
 // who may have come first: it hands the lock to them and queues.
 var errQueuedFirst = errors.New("fairlock: waiters queued")
 
+// sendReserve is how many connections of its client's pool a Locker keeps
+// free of its Acquire requests: the heartbeat's, whose renewals keep every
+// waiter's place, and one for a release or a withdrawal. Without them a
+// burst of Acquire calls (or of waiters queueing again) longer than the
+// waiter TTL, all queued for a connection in go-redis's pool ahead of the
+// heartbeat, lets the waiters' key expire: every waiter loses its place
+// and queues again, a burst as large, for as long as the lock is held.
+const sendReserve = 2
+
+// sendSlots makes the Locker's slots for Acquire requests in flight: the
+// client's pool size less sendReserve, at least one; nil (no bound) for a
+// client whose pool size it cannot read.
+func sendSlots(client redis.UniversalClient) chan struct{} {
+	var size int
+	switch c := client.(type) {
+	case *redis.Client:
+		size = c.Options().PoolSize
+	case *redis.ClusterClient:
+		size = c.Options().PoolSize
+	case *redis.Ring:
+		size = c.Options().PoolSize
+	}
+	if size <= 0 {
+		return nil
+	}
+	return make(chan struct{}, max(1, size-sendReserve))
+}
+
+// takeSend waits for a slot for a request that brings a token, and its
+// recovery: callers wait in arrival order, as they would for the pool.
+func (l *Locker) takeSend(ctx context.Context) error {
+	if l.sends == nil {
+		return nil
+	}
+	select {
+	case l.sends <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (l *Locker) freeSend() {
+	if l.sends != nil {
+		<-l.sends
+	}
+}
+
 // tryFast runs the fast path; done is false when the call goes on to the
 // script (the lock is held, or it was free with waiters queued, whom the
 // fast path handed it to).
 func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Lease, done bool, err error) {
+	if err := a.l.takeSend(ctx); err != nil {
+		return nil, true, a.fail(w, err, false)
+	}
+	defer a.l.freeSend()
 	a.l.books.mu.Lock()
 	w.sent = time.Now()
 	a.l.books.mu.Unlock()
@@ -79,6 +131,10 @@ func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Le
 func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, error) {
 	args := w.ref.call(w.tokenArg, a.mode, metaValue(w.meta), a.req.capacity, a.req.limit, w.group, w.weight)
 	args = append(args, open...)
+	if err := a.l.takeSend(ctx); err != nil {
+		return 0, a.fail(w, err, false)
+	}
+	defer a.l.freeSend()
 	a.l.books.mu.Lock()
 	w.sent = time.Now()
 	a.l.books.mu.Unlock()

@@ -1,0 +1,65 @@
+package fairlock_test
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fairlock/fairlock/fairlock"
+	"github.com/fairlock/fairlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// A burst of Acquire calls on one Locker, more than its client's pool
+// sends within a waiter TTL, must not starve the heartbeat of connections:
+// its waiters' key would expire, every waiter would lose its place and
+// queue again, in a burst as large, and so on for as long as the lock is
+// held. The Locker keeps two of the pool's connections free of its
+// Acquire calls.
+func TestBurstOfWaitersKeepsTheirPlaces(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := withTimeout(t, 2*time.Minute)
+	const name = "burst"
+	holder := newLocker(t, srv.Client(t))
+	held := mustAcquire(t, holder, name)
+	defer released(t, held)
+
+	const ttl = time.Second
+	var lost atomic.Int64
+	client := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 4})
+	defer client.Close()
+	l, err := fairlock.New(client, fairlock.WithWaiterTTL(ttl), fairlock.WithObserver(func(e fairlock.Event) {
+		if e.Kind == fairlock.EventCancelled && errors.Is(e.Err, fairlock.ErrPlaceLost) {
+			lost.Add(1)
+		}
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	waiters, cancel := context.WithCancel(ctx)
+	defer cancel()
+	const n = 10000
+	for range n {
+		go l.Acquire(waiters, name) //nolint:errcheck // they wait until the end
+	}
+	rdb := srv.Client(t)
+	start := time.Now()
+	for rdb.ZCard(ctx, "fairlock:{"+name+"}:order").Val() < n {
+		if ctx.Err() != nil {
+			t.Fatalf("%d waiters did not all queue", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Logf("%d waiters queued in %v through a pool of 4", n, time.Since(start).Round(time.Millisecond))
+	// Three waiter TTLs more: a waiters' key left unrenewed would be gone.
+	time.Sleep(3 * ttl)
+	if got := lost.Load(); got > 0 {
+		t.Fatalf("%d places lost while %d waiters queued and waited on a pool of 4 (waiter TTL %v)", got, n, ttl)
+	}
+	if queued := rdb.ZCard(ctx, "fairlock:{"+name+"}:order").Val(); queued != n {
+		t.Fatalf("%d of %d waiters queued after three waiter TTLs", queued, n)
+	}
+}
