@@ -52,7 +52,8 @@ func sendSlots(client redis.UniversalClient) chan struct{} {
 }
 
 // takeSend waits for a slot for a request that brings a token, and its
-// recovery: callers wait in arrival order, as they would for the pool.
+// recovery: callers wait in arrival order, as they would for the pool,
+// until ctx ends or the Locker closes.
 func (l *Locker) takeSend(ctx context.Context) error {
 	if l.sends == nil {
 		return nil
@@ -62,6 +63,8 @@ func (l *Locker) takeSend(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-l.closing:
+		return ErrClosed
 	}
 }
 
