@@ -30,13 +30,17 @@ const (
 	readers   = 8
 	updates   = 3                      // updates the writer wants to make
 	writeEach = 100 * time.Millisecond // the writer wants to update the config this often
-	// The writer gives up an update after waiting this long. fairlock's
-	// writer waits only for the readers holding the lock, 2-4ms each, and
-	// for the hand-off: 37-49ms in the test under -race, 46-104ms with both
-	// cores of a 2-core machine busy besides. The margin is for worse.
-	patience  = time.Second
-	spinRetry = 20 * time.Millisecond // a common retry delay, as in orderedjobs
-	config    = prefix + ":config"    // the config: its version and its body, two keys
+	// The writer gives up an update after waiting this many heartbeats of
+	// its Locker (1s with the default TTLs). fairlock's writer waits only
+	// for the readers holding the lock, 2-4ms each, and for the hand-off:
+	// 37-49ms in the test under -race, 46-104ms with both cores of a
+	// 2-core machine busy besides, and at most a heartbeat more if the
+	// grant's message is lost. The second heartbeat is the margin for a
+	// machine slower still: CI, under -race beside other tests and a busy
+	// core, once saw a wait past a second.
+	patienceBeats = 2
+	spinRetry     = 20 * time.Millisecond // a common retry delay, as in orderedjobs
+	config        = prefix + ":config"    // the config: its version and its body, two keys
 )
 
 func main() { exampleredis.Main(run) }
@@ -50,7 +54,8 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	}
 	defer lockers.Close()
 
-	fair, err := readMostly(ctx, rdb, func(i int) rwLock {
+	patience := patienceBeats * lockers[0].Heartbeat()
+	fair, err := readMostly(ctx, rdb, patience, func(i int) rwLock {
 		m, err := lockers[i%len(lockers)].RWMutex("config")
 		if err != nil {
 			panic(err) // the name is a constant
@@ -60,7 +65,7 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	if err != nil {
 		return err
 	}
-	spin, err := readMostly(ctx, rdb, func(int) rwLock {
+	spin, err := readMostly(ctx, rdb, patience, func(int) rwLock {
 		return spinRWLock{rdb: rdb.Client, key: prefix + ":spin", ttl: time.Second, retry: spinRetry}
 	})
 	if err != nil {
@@ -136,7 +141,7 @@ type result struct {
 // the writer has made its updates or given up and every reader has read,
 // which ctx bounds. A reader that saw the two steps apart would count a
 // torn read.
-func readMostly(ctx context.Context, rdb *exampleredis.Redis, newLock func(reader int) rwLock) (result, error) {
+func readMostly(ctx context.Context, rdb *exampleredis.Redis, patience time.Duration, newLock func(reader int) rwLock) (result, error) {
 	if err := write(ctx, rdb, 0); err != nil {
 		return result{}, err
 	}
@@ -153,7 +158,7 @@ func readMostly(ctx context.Context, rdb *exampleredis.Redis, newLock func(reade
 			Hold: 2*time.Millisecond + time.Duration(i)*time.Millisecond/4, // 2-4ms, so readers come and go at different times
 		})
 	}
-	res, err := update(ctx, rdb, newLock(readers))
+	res, err := update(ctx, rdb, patience, newLock(readers))
 	// Readers read on until every one of them has read.
 	var readErr error
 	res.readers, readErr = reading.Finish()
@@ -164,7 +169,7 @@ func readMostly(ctx context.Context, rdb *exampleredis.Redis, newLock func(reade
 // update is the writer: every writeEach it takes the lock alone and writes
 // a new version, until it has made its updates or given up one, having
 // waited patience.
-func update(ctx context.Context, rdb *exampleredis.Redis, writer rwLock) (result, error) {
+func update(ctx context.Context, rdb *exampleredis.Redis, patience time.Duration, writer rwLock) (result, error) {
 	res := result{wanted: updates}
 	start := time.Now()
 	for version := 1; version <= updates; version++ {

@@ -15,8 +15,11 @@ import (
 	"github.com/fairlock/fairlock/examples/internal/exampleredis"
 )
 
-// Timeout bounds each test's context.
-const Timeout = 5 * time.Second
+// Timeout bounds each test's context: a bound for a test that got stuck,
+// not a speed claim. Every example finishes in a few seconds; 5s ran out
+// under -race on a 2-core machine with a core kept busy (examples/tenants,
+// whose FIFO half took most of it).
+const Timeout = 20 * time.Second
 
 // Main is the examples' TestMain: it runs the tests, then fails if any
 // goroutine is still running, such as a Locker's or a client's left open.
