@@ -28,6 +28,8 @@ func newScriptSet(s scripts.Set) *scriptSet {
 }
 
 var (
+	// releaseFast is the mutex's uncontended release (Lease.release).
+	releaseFast = newScript(scripts.ReleaseFast)
 	// mutexScripts keep the holder in one string key.
 	mutexScripts = newScriptSet(scripts.Mutex)
 	// countedScripts keep the holders of a semaphore or read-write lock in

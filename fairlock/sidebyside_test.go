@@ -24,7 +24,9 @@ package fairlock_test
 //     random prefix and a counter, as fairlock's own (its session and a
 //     sequence number), so that neither pays more for its token;
 //   - fairlock: Locker.Acquire under a fresh context.WithTimeout, cancelled
-//     as soon as Acquire returns, then Lease.Release under another.
+//     as soon as Acquire returns, then Lease.Release under another;
+//   - floor: the commands fairlock sends for that cycle (FloorCycle), from
+//     the same plain loop, with none of fairlock's Go code.
 //
 // One op is one cycle of each. Reported beside ns/op:
 //   - fairlock/naive: fairlock's cycles/s over naive's, each over the time
@@ -38,6 +40,9 @@ package fairlock_test
 //   - slices, slice-ratio-min, -median, -max and -sd: the ratio of each
 //     naive slice and the fairlock slice after it, to see the noise (the
 //     bench compares its own ratio with this one within it);
+//   - floor/naive and fairlock/floor: what fairlock's promises cost (its
+//     fence, its session and queue checks, in commands and their
+//     arguments), and what its own Go code costs, apart;
 //   - naive-p10-µs, fairlock-p10-µs, -p50-µs, and p10-ratio (naive's p10
 //     cycle over fairlock's): on a machine whose round trips flip between
 //     a fast and a slow mode (a VM waking an idle vCPU), the mix of modes
@@ -188,6 +193,16 @@ func BenchmarkSideBySide(b *testing.B) {
 		return fairlockCycle(locker, name)
 	}}
 
+	floorLocker, err := fairlock.New(newClient())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { floorLocker.Close() })
+	floor := &sideBySidePeer{name: "floor", hist: make([]int64, histLen), cycle: fairlock.FloorCycle(floorLocker, newClient(), name,
+		func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), callTimeout)
+		})}
+
 	info := newClient()
 	redisCPU := func() time.Duration {
 		txt, err := info.Info(context.Background(), "cpu").Result()
@@ -243,15 +258,15 @@ func BenchmarkSideBySide(b *testing.B) {
 	// scripts and open fairlock's session.
 	slice(naive, *sideBySideSlice, false)
 	slice(fl, *sideBySideSlice, false)
+	slice(floor, *sideBySideSlice, false)
 	runtime.GC()
 
 	b.ResetTimer()
-	for naive.cycles < b.N || fl.cycles < b.N {
-		if naive.cycles < b.N {
-			slice(naive, *sideBySideSlice, true)
-		}
-		if fl.cycles < b.N {
-			slice(fl, *sideBySideSlice, true)
+	for naive.cycles < b.N || fl.cycles < b.N || floor.cycles < b.N {
+		for _, p := range []*sideBySidePeer{naive, fl, floor} {
+			if p.cycles < b.N {
+				slice(p, *sideBySideSlice, true)
+			}
 		}
 	}
 	b.StopTimer()
@@ -270,7 +285,9 @@ func BenchmarkSideBySide(b *testing.B) {
 	// The fast end of the cycles: on a VM whose round trips flip between
 	// a fast and a slow mode, the p10 compares the peers' own costs.
 	b.ReportMetric(naive.percentile(10)/fl.percentile(10), "p10-ratio")
-	for _, p := range []*sideBySidePeer{naive, fl} {
+	b.ReportMetric(rate(floor)/rate(naive), "floor/naive")
+	b.ReportMetric(rate(fl)/rate(floor), "fairlock/floor")
+	for _, p := range []*sideBySidePeer{naive, fl, floor} {
 		n := float64(p.cycles)
 		b.ReportMetric(p.percentile(10), p.name+"-p10-µs")
 		b.ReportMetric(p.percentile(50), p.name+"-p50-µs")

@@ -3,7 +3,9 @@
 // definitions of lib/ that its body reaches, by the calls it makes and
 // those of what it calls, then its own file: it carries only the Lua it
 // runs, since Redis defines every function of a script anew on each call.
-// Modules talk to each other through their functions only.
+// Modules talk to each other through their functions only. One script
+// stands alone, with none of lib/: release_fast.lua, the mutex's
+// uncontended release.
 //
 // One queue engine (lib/grant.lua, lib/unlock.lua, lib/maintain.lua and
 // the scripts) serves every kind of lock; what differs is where the holders
@@ -163,14 +165,8 @@ func module(store, name string) string {
 }
 
 // load assembles the script in file name on the store in lib/store/:
-// lib/keys.lua, the store's quick_<name> file if it has one (a path that
-// needs no function and returns costs Redis no function definitions), the
-// definitions the script reaches, and its own file.
+// lib/keys.lua, the definitions the script reaches, and its own file.
 func load(name, store string) string {
-	head := []string{read("lib/keys.lua")}
-	if quick, err := files.ReadFile("lib/" + store + "/quick_" + name); err == nil {
-		head = append(head, string(quick))
-	}
 	body := read(name)
 	var defs []definition
 	for _, m := range moduleOrder {
@@ -178,7 +174,7 @@ func load(name, store string) string {
 	}
 	// The names the script's own code mentions, then those of every
 	// definition they reach, until no new one is reached.
-	needed := usesOf(strings.Join(append(head[1:], body), "\n"))
+	needed := usesOf(body)
 	reached := make([]bool, len(defs))
 	for grew := true; grew; {
 		grew = false
@@ -191,7 +187,7 @@ func load(name, store string) string {
 			}
 		}
 	}
-	parts := head
+	parts := []string{read("lib/keys.lua")}
 	for i, d := range defs {
 		if reached[i] {
 			parts = append(parts, d.text)
@@ -221,6 +217,9 @@ func loadSet(store string) Set {
 }
 
 var (
+	// ReleaseFast is the mutex's uncontended release: a script of its own,
+	// with none of lib/, for the cycle's commonest call.
+	ReleaseFast = read("release_fast.lua")
 	// Mutex keeps its holder in one string key, its waiters in one line.
 	Mutex = loadSet("lock")
 	// Counted keeps the holders of a semaphore or read-write lock in a
