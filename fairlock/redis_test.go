@@ -806,6 +806,31 @@ func TestFastPathNeverJumpsTheQueue(t *testing.T) {
 	}
 }
 
+// A lease taken on the fast path is released by release_fast.lua while
+// nobody waits. When another Locker's waiter queued meanwhile, that
+// release changes nothing and release.lua hands the lock on: the waiter
+// holds it when Release returns, not at its next heartbeat. The later
+// turns, which the first Locker takes knowing the lock busy, go to
+// release.lua at once.
+func TestFastReleaseHandsOnToWaiters(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := withTimeout(t, 20*time.Second)
+	a, b := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
+	for turn := range 3 {
+		held := mustAcquire(t, a, "handon")
+		waiting := queueBehind(t, ctx, b, "handon")
+		released(t, held)
+		if h := holderOf(t, a, "handon"); h == "" {
+			t.Fatalf("turn %d: the lock was free after the release, with a waiter queued", turn)
+		}
+		next, _ := await(t, waiting, heartbeat)
+		released(t, next)
+		if h := holderOf(t, a, "handon"); h != "" {
+			t.Fatalf("turn %d: held by %q after every lease was released", turn, h)
+		}
+	}
+}
+
 // A free lock whose queue holds only dead entries is free for TryAcquire:
 // the fast path hands it to the queue, which frees it, and the script then
 // grants it.
