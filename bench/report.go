@@ -418,6 +418,9 @@ func markdown(res *Results) string {
 			p("| peer | cycles/s | p10 | p50 | allocs/cycle | B/cycle | Redis CPU/cycle |\n|---|---|---|---|---|---|---|\n")
 			p("| naive | %.0f | %.1f µs | %.1f µs | %.1f | %.0f | %.1f µs |\n| fairlock | %.0f | %.1f µs | %.1f µs | %.1f | %.0f | %.1f µs |\n\n", sb.NaiveCyclesPerSec, sb.NaiveP10us, sb.NaiveP50us, sb.NaiveAllocs, sb.NaiveBytes, sb.NaiveRedisus, sb.FairlockCyclesPerSec, sb.FairlockP10us, sb.FairlockP50us, sb.FairlockAllocs, sb.FairlockBytes, sb.FairlockRedisus)
 			p("fairlock/naive %.3f over %d slice pairs (per pair: min %.2f, median %.2f, max %.2f, sd %.3f); in the fast mode (p10) %.3f. Command: `%s`\n\n", sb.Ratio, sb.Slices, sb.SliceRatioMin, sb.SliceRatioMedian, sb.SliceRatioMax, sb.SliceRatioSD, sb.P10Ratio, sb.Command)
+			if sb.FloorOverNaive > 0 {
+				p("The two round-trip regimes apart (median pair ratio where naive's slice ran in its faster half of slices / its slower half): %.3f / %.3f. The floor (fairlock's commands from the same loop, none of its Go code): floor/naive %.3f, fairlock/floor %.3f; Redis CPU/cycle %.1f µs.\n\n", sb.FastHalfRatio, sb.SlowHalfRatio, sb.FloorOverNaive, sb.FairlockOverFloor, sb.FloorRedisus)
+			}
 		}
 	}
 	namesTables(&b, res)

@@ -34,8 +34,17 @@ type SideBySideResult struct {
 	SliceRatioMedian     float64 `json:"slice_ratio_median"`
 	SliceRatioMax        float64 `json:"slice_ratio_max"`
 	SliceRatioSD         float64 `json:"slice_ratio_sd"`
-	Line                 string  `json:"line,omitempty"`
-	Note                 string  `json:"note,omitempty"`
+	// The median slice ratio in naive's faster and slower half of slices:
+	// the VM's two round-trip regimes, apart.
+	FastHalfRatio float64 `json:"fast_half_ratio"`
+	SlowHalfRatio float64 `json:"slow_half_ratio"`
+	// The floor peer: fairlock's commands from a plain loop, with none of
+	// its Go code.
+	FloorOverNaive    float64 `json:"floor_over_naive"`
+	FairlockOverFloor float64 `json:"fairlock_over_floor"`
+	FloorRedisus      float64 `json:"floor_redis_us_per_cycle"`
+	Line              string  `json:"line,omitempty"`
+	Note              string  `json:"note,omitempty"`
 }
 
 // runSideBySide runs the test binary bin (go test -c ./fairlock/) for
@@ -114,6 +123,8 @@ func parseSideBySide(r *SideBySideResult, line string) error {
 	r.P10Ratio = m["p10-ratio"]
 	r.Slices = int(m["slices"])
 	r.SliceRatioMin, r.SliceRatioMedian, r.SliceRatioMax, r.SliceRatioSD = m["slice-ratio-min"], m["slice-ratio-median"], m["slice-ratio-max"], m["slice-ratio-sd"]
+	r.FastHalfRatio, r.SlowHalfRatio = m["fast-half-ratio"], m["slow-half-ratio"]
+	r.FloorOverNaive, r.FairlockOverFloor, r.FloorRedisus = m["floor/naive"], m["fairlock/floor"], m["floor-redis-µs/cycle"]
 	return nil
 }
 

@@ -40,6 +40,9 @@ package fairlock_test
 //   - slices, slice-ratio-min, -median, -max and -sd: the ratio of each
 //     naive slice and the fairlock slice after it, to see the noise (the
 //     bench compares its own ratio with this one within it);
+//   - fast-half-ratio, slow-half-ratio: the median slice ratio of the
+//     pairs whose naive slice ran at or above naive's median rate, and of
+//     the others: the VM's fast and slow round-trip regimes, apart;
 //   - floor/naive and fairlock/floor: what fairlock's promises cost (its
 //     fence, its session and queue checks, in commands and their
 //     arguments), and what its own Go code costs, apart;
@@ -56,6 +59,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -100,6 +104,32 @@ func sliceRatios(naive, fl []float64) []float64 {
 	}
 	sort.Float64s(pairs)
 	return pairs
+}
+
+// regimeRatios splits the slice pairs by naive's rate in its slice, the
+// round trip's regime at that moment on a VM whose round trips flip between
+// a fast and a slow one: the median ratio of the pairs whose naive slice
+// ran at or above naive's median rate, and of those below.
+func regimeRatios(naive, fl []float64) (fast, slow float64) {
+	n := min(len(naive), len(fl))
+	sorted := slices.Clone(naive[:n])
+	sort.Float64s(sorted)
+	var above, below []float64
+	for i := range n {
+		if naive[i] >= sorted[n/2] {
+			above = append(above, fl[i]/naive[i])
+		} else {
+			below = append(below, fl[i]/naive[i])
+		}
+	}
+	median := func(xs []float64) float64 {
+		if len(xs) == 0 {
+			return 0
+		}
+		sort.Float64s(xs)
+		return xs[len(xs)/2]
+	}
+	return median(above), median(below)
 }
 
 // sampleSD is the sample standard deviation of xs (0 for fewer than two).
@@ -282,6 +312,9 @@ func BenchmarkSideBySide(b *testing.B) {
 	b.ReportMetric(pairs[len(pairs)/2], "slice-ratio-median")
 	b.ReportMetric(pairs[len(pairs)-1], "slice-ratio-max")
 	b.ReportMetric(sd, "slice-ratio-sd")
+	fast, slow := regimeRatios(naive.sliceRates, fl.sliceRates)
+	b.ReportMetric(fast, "fast-half-ratio")
+	b.ReportMetric(slow, "slow-half-ratio")
 	// The fast end of the cycles: on a VM whose round trips flip between
 	// a fast and a slow mode, the p10 compares the peers' own costs.
 	b.ReportMetric(naive.percentile(10)/fl.percentile(10), "p10-ratio")
