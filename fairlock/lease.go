@@ -129,7 +129,7 @@ func (s *Lease) Release(ctx context.Context) error {
 func (s *Lease) release(ctx context.Context, marked bool) (int, error) {
 	ref := s.ref
 	if ref.kind.fast && !s.hasMeta && !marked && time.Now().UnixNano() > ref.busyUntil.Load() {
-		args := []any{nil, nil, 2, ref.keys[0], ref.keys[2], s.tokenArg}
+		args := []any{nil, nil, 2, ref.args[0], ref.args[2], s.tokenArg} // the holders key and the order set, boxed once
 		n, err := releaseFast.run(ctx, s.locker.client, args, once).Int()
 		if err != nil || n >= 0 {
 			return n, err
