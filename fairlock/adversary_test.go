@@ -192,7 +192,12 @@ func setFullMemory(t testing.TB, rdb *redis.Client, full bool) {
 // permits stay its own for as long as it renews them, and a waiter is
 // granted what a holder that stopped renewing left.
 func TestFullMemoryKeepsThePartiesIn(t *testing.T) {
-	const ttl = 100 * time.Millisecond // a lease's record lives 30 × 100 ms = 3 s
+	// A lease's record lives 30 × 300 ms = 9 s. A heartbeat every 100 ms:
+	// a renewal answered within 270 ms keeps the lease, so a stall of the
+	// process under -race on a busy machine shorter than about 170 ms does
+	// not end it. With 100 ms, CI saw a stall end it (its deadline is 90 ms
+	// after a renewal's send), which is the lease's promise, not a break.
+	const ttl = 300 * time.Millisecond
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 30*time.Second)
