@@ -227,6 +227,25 @@ func TestFullMemoryKeepsThePartiesIn(t *testing.T) {
 		s, _ := await(t, next, slack)
 		released(t, s)
 	})
+	t.Run("mutex-release", func(t *testing.T) {
+		// Taken on the fast path before memory ran out: the release with
+		// nobody waiting (release_fast.lua), then the one that finds a
+		// waiter and hands the lock on (release.lua after it).
+		held := mustAcquire(t, a, "full3")
+		setFullMemory(t, rdb, true)
+		released(t, held)
+		setFullMemory(t, rdb, false)
+		if h := holderOf(t, a, "full3"); h != "" {
+			t.Fatalf("held by %q after the release at full memory", h)
+		}
+		held = mustAcquire(t, a, "full3")
+		next := queueBehind(t, ctx, b, "full3")
+		setFullMemory(t, rdb, true)
+		defer setFullMemory(t, rdb, false)
+		released(t, held)
+		s, _ := await(t, next, slack)
+		released(t, s)
+	})
 	t.Run("expired-holder", func(t *testing.T) {
 		c := newLocker(t, srv.Client(t), append(opts, fairlock.WithAutoRenew(false))...)
 		hold(t, permits(mustSem(t, c, "full2", 1), 1)) // its record lives the lease TTL

@@ -153,6 +153,7 @@ type Lease struct {
 	tokenArg any // token, boxed once (its waiter's)
 	fence    int64
 	hasMeta  bool // Redis has metadata under token to drop or keep; never changed
+	queued   bool // it waited in the queue, so others likely wait behind it (Lease.release)
 	// marked is set while Redis may mark the grant "u", not taken up yet
 	// (session.go): it then lives by its session's waiters' key too.
 	marked atomic.Bool

@@ -58,7 +58,7 @@ func (a *attempt) accept(ctx context.Context, w *waiter, fence int64) (*Lease, e
 // queued says whether the token had been reported by EventEnqueued, marked
 // whether the grant was made on w's behalf and not taken up yet.
 func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, queued, marked bool) (*Lease, error) {
-	s, closed, live := l.newLease(w, fence, marked)
+	s, closed, live := l.newLease(w, fence, queued, marked)
 	// A grant given up here ends as EventCancelled; the lease, never handed
 	// out, reports no end of its own (see Lease.end).
 	switch {
@@ -95,7 +95,7 @@ func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, queued, mark
 
 // newLease turns w into a Lease and puts it on the books, unless the
 // Locker closed or w's session ended meanwhile.
-func (l *Locker) newLease(w *waiter, fence int64, marked bool) (s *Lease, closed, live bool) {
+func (l *Locker) newLease(w *waiter, fence int64, queued, marked bool) (s *Lease, closed, live bool) {
 	s = &Lease{
 		locker:   l,
 		ref:      w.ref,
@@ -108,6 +108,7 @@ func (l *Locker) newLease(w *waiter, fence int64, marked bool) (s *Lease, closed
 		tokenArg: w.tokenArg,
 		fence:    fence,
 		hasMeta:  w.meta != "",
+		queued:   queued,
 	}
 	s.marked.Store(marked)
 	b := &l.books

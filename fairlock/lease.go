@@ -120,15 +120,16 @@ func (s *Lease) Release(ctx context.Context) error {
 
 // release runs one release in Redis, and returns 1 if the lease held the
 // lock, 0 if not. A mutex lease that Redis most likely finds with nobody
-// waiting (no call of this Locker found the lock busy within a heartbeat)
-// and that needs no more than its lock freed (no metadata or mark to drop)
-// goes to release_fast.lua, which carries a third of release.lua's
-// arguments: their transfer and Lua strings cost an uncontended cycle more
-// than the release's commands (docs/design.md). When it finds waiters
-// after all, release.lua hands the lock on, a round trip later.
+// waiting (it did not wait in the queue itself, and no call of this Locker
+// found the lock busy within a heartbeat) and that needs no more than its
+// lock freed (no metadata or mark to drop) goes to release_fast.lua, which
+// carries a third of release.lua's arguments: their transfer and Lua
+// strings cost an uncontended cycle more than the release's commands
+// (docs/design.md). When it finds waiters after all, release.lua hands
+// the lock on, a round trip later.
 func (s *Lease) release(ctx context.Context, marked bool) (int, error) {
 	ref := s.ref
-	if ref.kind.fast && !s.hasMeta && !marked && time.Now().UnixNano() > ref.busyUntil.Load() {
+	if ref.kind.fast && !s.queued && !s.hasMeta && !marked && time.Now().UnixNano() > ref.busyUntil.Load() {
 		args := []any{nil, nil, 2, ref.args[0], ref.args[2], s.tokenArg} // the holders key and the order set, boxed once
 		n, err := releaseFast.run(ctx, s.locker.client, args, once).Int()
 		if err != nil || n >= 0 {

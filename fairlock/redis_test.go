@@ -12,6 +12,7 @@ import (
 
 	"github.com/fairlock/fairlock/fairlock"
 	"github.com/fairlock/fairlock/internal/redistest"
+	"github.com/fairlock/fairlock/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -829,6 +830,44 @@ func TestFastReleaseHandsOnToWaiters(t *testing.T) {
 			t.Fatalf("turn %d: held by %q after every lease was released", turn, h)
 		}
 	}
+}
+
+// A lease that waited in the queue goes to release.lua at once, however
+// long it was held: others likely wait behind it, and release_fast.lua
+// would only find them and cost the hand-off a round trip. Here it is held
+// past its Locker's busy mark (a heartbeat), with a waiter behind it; a
+// proxy in front of its Locker catches any release_fast.lua it sends.
+func TestQueuedLeaseReleasesInOneCall(t *testing.T) {
+	srv := redistest.Start(t)
+	ctx := withTimeout(t, 20*time.Second)
+	px := redistest.StartProxy(t, srv.Addr)
+	a, c := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
+	bClient := redis.NewClient(&redis.Options{Addr: px.Addr})
+	t.Cleanup(func() { bClient.Close() })
+	b := newLocker(t, bClient)
+	first := mustAcquire(t, a, "queued")
+	waitingB := queueBehind(t, ctx, b, "queued")
+	released(t, first)
+	held, _ := await(t, waitingB, heartbeat)
+	waitingC := queueBehind(t, ctx, c, "queued")
+	time.Sleep(b.Heartbeat() + slack)
+
+	fast := px.HoldRequest(redis.NewScript(scripts.ReleaseFast).Hash())
+	defer fast.Release()
+	done := make(chan error, 1)
+	go func() { done <- held.Release(ctx) }()
+	select {
+	case <-fast.Caught():
+		fast.Release()
+		t.Errorf("a queued lease's release went to release_fast.lua first")
+	case err := <-done:
+		done <- err
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	next, _ := await(t, waitingC, heartbeat)
+	released(t, next)
 }
 
 // A free lock whose queue holds only dead entries is free for TryAcquire:
