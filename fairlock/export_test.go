@@ -14,8 +14,8 @@ import (
 // arguments), from a plain loop on client, each round trip under
 // ctx(). Beside naive's and fairlock's cycles it splits fairlock's cost
 // into what its promises cost Redis and the wire (floor ÷ naive) and what
-// its own Go code costs (fairlock ÷ floor). l gives the keys and the
-// script, and is not used.
+// its own Go code costs (fairlock ÷ floor). l gives only the lock's keys:
+// none of its calls are made.
 func FloorCycle(l *Locker, client *redis.Client, name string, ctx func() (context.Context, context.CancelFunc)) func() error {
 	ref := l.refs.get(mutexKind, name)
 	session := ref.sessions + "floor.1"

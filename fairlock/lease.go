@@ -123,7 +123,7 @@ func (s *Lease) Release(ctx context.Context) error {
 // waiting (it did not wait in the queue itself, and no call of this Locker
 // found the lock busy within a heartbeat) and that needs no more than its
 // lock freed (no metadata or mark to drop) goes to release_fast.lua, which
-// carries a third of release.lua's arguments: their transfer and Lua
+// carries 3 of release.lua's 14 arguments: their transfer and Lua
 // strings cost an uncontended cycle more than the release's commands
 // (docs/design.md). When it finds waiters after all, release.lua hands
 // the lock on, a round trip later.
