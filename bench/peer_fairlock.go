@@ -208,7 +208,7 @@ func init() {
 	for prefix, set := range map[string]scripts.Set{"": scripts.Mutex, "counted-": scripts.Counted} {
 		for name, src := range map[string]string{
 			"acquire": set.Acquire, "release": set.Release, "cancel": set.Cancel, "extend": set.Extend,
-			"heartbeat": set.Heartbeat, "inspect": set.Snapshot, "force-release": set.ForceRelease, "seed": set.Seed,
+			"heartbeat": set.Heartbeat, "inspect": set.Snapshot, "force-release": set.ForceRelease,
 		} {
 			nameScript(prefix+name, redis.NewScript(src))
 		}

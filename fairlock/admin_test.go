@@ -101,7 +101,7 @@ func lockNames(ctx context.Context, l *fairlock.Locker) ([]string, error) {
 func liveSession(t testing.TB, rdb *redis.Client, id string, d time.Duration) string {
 	t.Helper()
 	ctx := context.Background()
-	rdb.HSet(ctx, "fairlock:session:"+id, "", "")
+	rdb.HSet(ctx, "fairlock:session:"+id, "", 1)
 	rdb.PExpire(ctx, "fairlock:session:"+id, d)
 	rdb.Set(ctx, "fairlock:session:"+id+":w", d.Milliseconds(), d)
 	return id

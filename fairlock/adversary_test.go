@@ -18,8 +18,12 @@ import (
 
 	"github.com/fairlock/fairlock/fairlock"
 	"github.com/fairlock/fairlock/internal/redistest"
+	"github.com/fairlock/fairlock/scripts"
 	"github.com/redis/go-redis/v9"
 )
+
+// renewSHA names a session's renewal (renew.lua) in the requests.
+var renewSHA = redis.NewScript(scripts.Renew).Hash()
 
 // A Locker whose TTLs are far shorter than the others' scans the queue for
 // dead waiters and writes it anew: the queue must keep the longer TTL, so
@@ -81,7 +85,7 @@ func (h *stallHook) ProcessHook(next redis.ProcessHook) redis.ProcessHook { retu
 
 func (h *stallHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		renewal := len(cmds) > 0 && cmds[0].Name() == "pexpire"
+		renewal := len(cmds) > 0 && len(cmds[0].Args()) > 1 && cmds[0].Args()[1] == renewSHA
 		if renewal && h.stalled.Load() {
 			<-ctx.Done()
 			for _, cmd := range cmds {

@@ -172,7 +172,7 @@ func BenchmarkScriptTime(b *testing.B) {
 		// Two sessions that live through the benchmark, whose tokens take
 		// turns.
 		for _, session := range []string{"w0.1", "w1.1"} {
-			client.HSet(ctx, ref.sessions+session, "", "")
+			client.HSet(ctx, ref.sessions+session, "", 1)
 			client.PExpire(ctx, ref.sessions+session, time.Hour)
 			client.Set(ctx, ref.sessions+session+":w", int64(10000), time.Hour)
 		}

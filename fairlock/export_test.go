@@ -20,11 +20,11 @@ func FloorCycle(l *Locker, client *redis.Client, name string, ctx func() (contex
 	ref := l.refs.get(mutexKind, name)
 	session := ref.sessions + "floor.1"
 	exists := []any{"exists", session, session, ref.keys[2]}
-	fenceTTL := []any{"pexpire", ref.keys[3], 86_400_000, "nx"}
 	// The session a Locker's heartbeat would keep, for the benchmark's
 	// length (it runs on a redis-server of its own).
 	setup, cancel := ctx()
-	client.HSet(setup, session, "", "")
+	client.HSet(setup, session, "", 1)
+	fenceFast.Load(setup, client) // a pipeline cannot fall back to EVAL
 	client.PExpire(setup, session, 10*time.Minute)
 	cancel()
 	var seq uint64
@@ -35,8 +35,7 @@ func FloorCycle(l *Locker, client *redis.Client, name string, ctx func() (contex
 		p := client.Pipeline()
 		p.Do(c, exists...)
 		p.Do(c, "set", ref.keys[0], token, "nx", "get", "px", 10_000)
-		p.Do(c, "incr", ref.keys[3])
-		p.Do(c, fenceTTL...)
+		p.Do(c, "evalsha", fenceFast.sha, 2, ref.keys[0], ref.keys[3], token)
 		_, err := p.Exec(c)
 		cancel()
 		if err != nil && err != redis.Nil { // SET GET found no holder
@@ -44,6 +43,6 @@ func FloorCycle(l *Locker, client *redis.Client, name string, ctx func() (contex
 		}
 		c, cancel = ctx()
 		defer cancel()
-		return releaseFast.run(c, client, []any{nil, nil, 2, ref.keys[0], ref.keys[2], token}, once).Err()
+		return releaseFast.run(c, client, []any{nil, nil, 3, ref.keys[0], ref.keys[2], session, token}, once).Err()
 	}
 }

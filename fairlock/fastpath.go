@@ -4,15 +4,16 @@ import (
 	"context"
 	"time"
 
-	"github.com/fairlock/fairlock/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
-// The fast path takes a free mutex that nobody waits for without a script,
-// in one pipeline: EXISTS session session order, SET lock NX GET PX, INCR
-// fence, PEXPIRE fence NX. A script call costs Redis more than the
-// commands it runs, and on an uncontended lock that is the cost of every
-// acquire.
+// The fast path takes a free mutex that nobody waits for without
+// acquire.lua, in one pipeline: EXISTS session session order, SET lock NX
+// GET PX, and fence_fast.lua, which draws the grant's fence if the SET took
+// the lock. A script call costs Redis more than the commands it runs, and
+// on an uncontended lock that is the cost of every acquire; the fence
+// needs one, to be drawn at least at the server's time (lib/fence.lua), and
+// takes two keys and the token.
 //
 // The commands need not run as one: SET NX decides who gets the lock, and
 // the fence is drawn after it while the lock is held, so fences follow
@@ -22,11 +23,9 @@ import (
 // free for anyone) and whether waiters are queued (a waiter queued after
 // it arrived after this call). When the lock was free with waiters queued
 // (its holder died or expired), it is handed to them at once (cancel.lua):
-// the fast path never jumps the queue. GET tells a SET that go-redis sent
-// again after a lost reply, and found this call's own token, from one
-// that found another holder. INCR on a missing fence key starts it at 1
-// with no TTL: the PEXPIRE NX gives it one in the same round trip, and
-// the seed script then seeds it from the clock (lib/fence.lua).
+// the fast path never jumps the queue. GET tells a SET that found this
+// call's own token (a pipeline go-redis sent again) from one that found
+// another holder.
 
 // Outcomes of the fast path.
 const (
@@ -45,19 +44,13 @@ func (l *Locker) fastAcquire(ctx context.Context, w *waiter, open []any) (fence 
 	if err != nil {
 		return 0, 0, err
 	}
-	if fence < scripts.FenceFloor {
-		// A new fence key, or one not seeded yet (whether this call took
-		// the lock or not): seed it, and draw this grant's fence after the
-		// seed.
-		if fence, err = ref.kind.scripts.seed.run(ctx, l.client, ref.call(), retried).Int64(); err != nil {
-			return 0, 0, err
-		}
-	}
-	if found < 2 {
+	if found < 2 || (took && fence == 0) {
+		// The session is gone, or the grant was by the time its fence was
+		// drawn (a call that found the session dead dropped it).
 		if took {
 			// Nobody counts a grant of a dead session as held; handing the
 			// lock on at once only spares the next taker a look.
-			l.cancelToken(ctx, ref, w.token, false, false) //nolint:errcheck // best effort, see above
+			l.cancelToken(ctx, ref, w.session, w.token, false, false) //nolint:errcheck // best effort, see above
 		}
 		return 0, fastSessionGone, nil
 	}
@@ -69,14 +62,14 @@ func (l *Locker) fastAcquire(ctx context.Context, w *waiter, open []any) (fence 
 		// Free but with waiters queued: theirs. cancel.lua hands the lock to
 		// the first live one, or frees it if none is.
 		ref.markBusy(l.cfg.heartbeat())
-		return 0, fastQueued, l.cancelToken(ctx, ref, w.token, false, false)
+		return 0, fastQueued, l.cancelToken(ctx, ref, w.session, w.token, false, false)
 	}
 	return fence, fastGranted, nil
 }
 
 // fastSend sends the fast path's pipeline for w, opening its session if
-// open says so, and reads its replies: what EXISTS found, the fence drawn,
-// and whether the SET took the lock.
+// open says so, and reads its replies: what EXISTS found, the fence drawn
+// (0 if none), and whether the SET took the lock.
 func (l *Locker) fastSend(ctx context.Context, w *waiter, open []any) (found, fence int64, took bool, err error) {
 	ref := w.ref
 	skey := w.session.keys[0]
@@ -85,7 +78,7 @@ func (l *Locker) fastSend(ctx context.Context, w *waiter, open []any) (found, fe
 		// One transaction: the holders' key, a hash, takes two commands,
 		// and must never be left without its TTL (scripts/lib/tokens.lua).
 		p = l.client.TxPipeline()
-		p.HSet(ctx, skey.(string), "", "")
+		p.HSetNX(ctx, skey.(string), "", 1) // another request may have opened it, and counted since
 		p.Do(ctx, "pexpire", skey, open[0])
 		p.Do(ctx, "set", w.session.keys[1], open[2], "px", open[1])
 	}
@@ -97,17 +90,23 @@ func (l *Locker) fastSend(ctx context.Context, w *waiter, open []any) (found, fe
 	// Never sent twice (see once): its caller asks recover.lua instead.
 	taken := redis.NewCmd(ctx, ref.fastSet...)
 	p.Process(ctx, onceCmd{taken}) //nolint:errcheck // read from taken
-	incr := p.Do(ctx, ref.fastGen[0]...)
-	p.Do(ctx, ref.fastGen[1]...)
-	p.Exec(ctx) //nolint:errcheck // each command's own error is read below
+	ref.fastFence[5] = w.tokenArg
+	drawn := redis.NewCmd(ctx, ref.fastFence...)
+	p.Process(ctx, drawn) //nolint:errcheck // read from drawn
+	p.Exec(ctx)           //nolint:errcheck // each command's own error is read below
 	found, err = exists.Int64()
-	if err == nil {
-		fence, err = incr.Int64()
-	}
 	holder, serr := taken.Text()
 	took = serr == redis.Nil || (serr == nil && holder == w.token)
 	if err == nil && serr != nil && serr != redis.Nil {
 		err = serr
+	}
+	if err != nil {
+		return found, 0, took, err
+	}
+	fence, err = drawn.Int64()
+	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// A pipeline cannot fall back to EVAL: run it alone, which can.
+		fence, err = fenceFast.run(ctx, l.client, []any{nil, nil, 2, ref.args[0], ref.args[3], w.tokenArg}, retried).Int64()
 	}
 	return found, fence, took, err
 }

@@ -119,18 +119,25 @@ func (s *Lease) Release(ctx context.Context) error {
 }
 
 // release runs one release in Redis, and returns 1 if the lease held the
-// lock, 0 if not. A mutex lease that Redis most likely finds with nobody
-// waiting (it did not wait in the queue itself, and no call of this Locker
-// found the lock busy within a heartbeat) and that needs no more than its
-// lock freed (no metadata or mark to drop) goes to release_fast.lua, which
-// carries 3 of release.lua's 14 arguments: their transfer and Lua
-// strings cost an uncontended cycle more than the release's commands
-// (docs/design.md). When it finds waiters after all, release.lua hands
-// the lock on, a round trip later.
-func (s *Lease) release(ctx context.Context, marked bool) (int, error) {
+// lock, 0 if not; a release that freed it counts itself in the lease's
+// session (session.counted). A mutex lease that Redis most likely finds
+// with nobody waiting (it did not wait in the queue itself, and no call of
+// this Locker found the lock busy within a heartbeat) and that needs no
+// more than its lock freed (no metadata or mark to drop) goes to
+// release_fast.lua, which carries 4 of release.lua's 14 arguments: their
+// transfer and Lua strings cost an uncontended cycle more than the
+// release's commands (docs/design.md). When it finds waiters after all,
+// release.lua hands the lock on, a round trip later.
+func (s *Lease) release(ctx context.Context, marked bool) (n int, err error) {
+	defer func() {
+		if n == 1 {
+			s.session.counted.Add(1)
+		}
+	}()
 	ref := s.ref
 	if ref.kind.fast && !s.queued && !s.hasMeta && !marked && time.Now().UnixNano() > ref.busyUntil.Load() {
-		args := []any{nil, nil, 2, ref.args[0], ref.args[2], s.tokenArg} // the holders key and the order set, boxed once
+		// The holders key, the order set and the session's key, boxed once.
+		args := []any{nil, nil, 3, ref.args[0], ref.args[2], s.session.keys[0], s.tokenArg}
 		n, err := releaseFast.run(ctx, s.locker.client, args, once).Int()
 		if err != nil || n >= 0 {
 			return n, err
@@ -203,14 +210,18 @@ func (s *Lease) lose() {
 	}
 }
 
-// vanished ends a lease whose record Redis no longer has. Its metadata
-// may still be there: the Locker withdraws the token, which drops it.
+// vanished ends a lease whose record Redis no longer has. The Locker
+// withdraws the token all the same: its metadata may still be there, and
+// the withdrawal counts itself in the session (session.counted), so that
+// if Redis rolls back to a state that still has the record (an operator's
+// ForceRelease lost in a failover), the next renewal finds the loss and
+// gives the session up, rather than leave the record a holder nobody has.
 func (s *Lease) vanished() {
 	s.mu.Lock()
 	releasing := s.releasing
 	s.mu.Unlock()
 	if !releasing {
-		s.end(ErrLost, s.hasMeta)
+		s.end(ErrLost, true)
 	}
 }
 
@@ -273,7 +284,7 @@ func (s *Lease) end(err error, withdraw bool) {
 		l.books.dropIfIdle(ll)
 	}
 	delete(s.session.leases, s)
-	if s.marked.Load() {
+	if s.marked.Load() && !s.session.waitLost {
 		s.session.marks[s.token] = nil // cleared at the next renewal
 	}
 	if _, live := l.books.sessions[s.session]; withdraw && live {

@@ -206,13 +206,16 @@ func TestMetadataTooLong(t *testing.T) {
 }
 
 // Without metadata, an uncontended cycle runs the fast path's EXISTS, SET,
-// INCR and PEXPIRE, and the release script's GET, DEL and LINDEX. With it,
-// the acquire script instead of the fast path (it writes the metadata):
-// HMGET of the session (does it live, did it withdraw the token) and GET of
-// its waiters' key, ZCARD of the queue (does anyone wait), GET of the lock,
-// INCR and SET, and for the metadata HSET, PEXPIRE GT and NX on the new
+// and fence_fast.lua's GET of the lock, GET of the fence, TIME and SET of
+// the fence; then release_fast.lua's EXISTS, GET, DEL and HINCRBY of the
+// session's count. With it, the acquire script instead of the fast path
+// (it writes the metadata): HMGET of the session (does it live, did it
+// withdraw the token) and GET of its waiters' key, ZCARD of the queue
+// (does anyone wait), GET of the lock, the fence's GET, TIME and SET, SET
+// of the lock, and for the metadata HSET, PEXPIRE GT and NX on the new
 // hash (keep.lua); then the release script's HDEL that removes the
-// metadata hash again.
+// metadata hash again, GET and DEL of the lock, ZRANGE of its order set
+// (does anyone wait), and HINCRBY of the session's count.
 func TestMetadataCostsNoCommandWhenUnset(t *testing.T) {
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
@@ -226,8 +229,8 @@ func TestMetadataCostsNoCommandWhenUnset(t *testing.T) {
 		opts []fairlock.AcquireOption
 		want string
 	}{
-		{nil, "del=10 evalsha=10 exists=20 get=10 incr=10 pexpire=10 set=10"},
-		{[]fairlock.AcquireOption{fairlock.WithMetadata("job 7")}, "del=10 evalsha=20 get=30 hdel=10 hmget=10 hset=10 incr=10 pexpire=20 set=10 zcard=10 zrange=10"},
+		{nil, "del=10 evalsha=20 exists=20 get=30 hincrby=10 set=20 time=10"},
+		{[]fairlock.AcquireOption{fairlock.WithMetadata("job 7")}, "del=10 evalsha=20 get=40 hdel=10 hincrby=10 hmget=10 hset=10 pexpire=20 set=20 time=10 zcard=10 zrange=10"},
 	} {
 		rdb.ConfigResetStat(ctx)
 		for range 10 {

@@ -4,8 +4,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/fairlock/fairlock/scripts"
 )
 
 // A lockRef is what every script call on one lock needs, worked out once
@@ -23,9 +21,8 @@ type lockRef struct {
 	// The fast path's commands (fastpath.go), built once: go-redis only
 	// reads them, and one call at a time uses them (trying). fastExists is
 	// for the session fastSession.
-	fastSet, fastExists []any
-	fastGen             [2][]any
-	fastSession         *session
+	fastSet, fastFence, fastExists []any
+	fastSession                    *session
 	// busyUntil is when the fast path is worth trying again (unix ns),
 	// after it found the lock held or waited for; trying is set while a
 	// call tries it (fastpath.go).
@@ -111,7 +108,7 @@ func (c *refCache) get(k *kind, name string) *lockRef {
 	r.args = append(r.args, r.sessions, notifyCmd, notifyPrefix, c.keepMs, c.scanMs)
 	lock, fence := r.args[0], r.args[3]
 	r.fastSet = []any{"set", lock, nil, "nx", "get", "px", c.recordMs}
-	r.fastGen = [2][]any{{"incr", fence}, {"pexpire", fence, scripts.FenceTTLMs, "nx"}}
+	r.fastFence = []any{"evalsha", fenceFast.sha, 2, lock, fence, nil}
 	c.refs[refKey{k, name}] = r
 	return r
 }

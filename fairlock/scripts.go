@@ -10,7 +10,7 @@ import (
 
 // A scriptSet is the queue engine's scripts on one holder store.
 type scriptSet struct {
-	acquire, recover, release, cancel, extend, heartbeat, snapshot, forceRelease, seed *luaScript
+	acquire, recover, release, cancel, extend, heartbeat, snapshot, forceRelease *luaScript
 }
 
 func newScriptSet(s scripts.Set) *scriptSet {
@@ -23,13 +23,16 @@ func newScriptSet(s scripts.Set) *scriptSet {
 		heartbeat:    newScript(s.Heartbeat),
 		snapshot:     newScript(s.Snapshot),
 		forceRelease: newScript(s.ForceRelease),
-		seed:         newScript(s.Seed),
 	}
 }
 
 var (
-	// releaseFast is the mutex's uncontended release (Lease.release).
+	// releaseFast is the mutex's uncontended release (Lease.release),
+	// fenceFast the fast path's fence (fastpath.go), renew a session's
+	// renewal (session.go).
 	releaseFast = newScript(scripts.ReleaseFast)
+	fenceFast   = newScript(scripts.FenceFast)
+	renew       = newScript(scripts.Renew)
 	// mutexScripts keep the holder in one string key.
 	mutexScripts = newScriptSet(scripts.Mutex)
 	// countedScripts keep the holders of a semaphore or read-write lock in

@@ -94,7 +94,7 @@ func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Le
 		case err == errSessionGone:
 			return nil, false, err
 		case err == errQueuedFirst:
-			outcome, err = fastQueued, a.l.cancelToken(ctx, w.ref, w.token, false, false)
+			outcome, err = fastQueued, a.l.cancelToken(ctx, w.ref, w.session, w.token, false, false)
 		case err != nil:
 			return nil, true, ctxError(ctx, err)
 		case fence <= 0:
@@ -196,6 +196,9 @@ func (a *attempt) recover(ctx context.Context, w *waiter, mode any, cause error)
 	reply, err := w.ref.kind.scripts.recover.run(ctx, a.l.client, args, retried).Int64()
 	switch {
 	case err == nil:
+		if reply == 0 {
+			w.session.counted.Add(1) // recover.lua counts a withdrawal
+		}
 		return reply, nil
 	case redis.HasErrorPrefix(err, scripts.ErrSessionGone):
 		return 0, a.l.sessionGone(w)

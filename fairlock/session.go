@@ -2,7 +2,10 @@ package fairlock
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/fairlock/fairlock/scripts"
@@ -34,10 +37,18 @@ import (
 //
 // A session that Redis lost, or whose renewal failed for longer than its
 // TTL, is never renewed again: its parties are lost, and the Locker starts
-// a new session for new parties. A session left without parties for a
-// heartbeat is forgotten the same way, and its keys deleted.
+// a new session for new parties. So is a session whose writes Redis lost
+// while keeping the session (a rollback: a failover to a replica that
+// missed them, a restart from an older snapshot): the calls that remove a
+// party (releases, withdrawals) and the renewals each add one to a count
+// in the session's hash (scripts/lib/tokens.lua's countWrite), the Locker
+// counts those Redis answered, and a renewal that finds the count below
+// that has seen Redis lose a write. Without that, a release lost in a
+// rollback would leave its token holding the lock for as long as its
+// session lived. A session left without parties for a heartbeat is
+// forgotten too, and its keys deleted.
 //
-// Its fields are guarded by books.mu.
+// Its fields are guarded by books.mu, but counted.
 type session struct {
 	id    string
 	scope string // "" on one Redis; the lock name on Cluster
@@ -64,7 +75,14 @@ type session struct {
 	// withdrawn counts the tokens it marked "x". Past maxWithdrawn, new
 	// parties join another session, so that the marks stay few.
 	withdrawn int
+	// counted is how many of its calls that count themselves in its hash
+	// Redis answered: releases that freed a lock, withdrawals, renewals.
+	counted atomic.Int64
 }
+
+// rollback is the Err of the EventWarning that reports a session given up
+// because Redis lost writes it had answered.
+var rollback = errors.New("fairlock: Redis lost writes it had acknowledged (a failover to a replica that missed them, or a restart from an older snapshot): the session is given up, its leases lost, its waiters queued again")
 
 // maxWithdrawn is how many tokens one session withdraws for good before
 // the Locker starts another for new parties.
@@ -238,6 +256,9 @@ func (l *Locker) retire(s *session, all bool) ([]*Lease, []*waiter) {
 	}
 	s.waitLost = true
 	stopTimer(s.waitTimer)
+	// No renewal takes a grant up any more: those it marked die with the
+	// waiters' key, and their withdrawals drop the marks.
+	clear(s.marks)
 	waiters := make([]*waiter, 0, len(s.waiters))
 	for w := range s.waiters {
 		waiters = append(waiters, w)
@@ -268,14 +289,14 @@ func stopTimer(t *time.Timer) {
 	}
 }
 
-// renewal is one session's renewal: its commands in the heartbeat's
+// renewal is one session's renewal: its renew.lua call in the heartbeat's
 // pipeline.
 type renewal struct {
-	s                *session
-	waiting          bool     // renew its waiters' key too
-	marks            []string // tokens whose marks it drops
-	holders, waiters *redis.BoolCmd
-	unmarked         *redis.IntCmd
+	s       *session
+	waiting bool     // renew its waiters' key too
+	marks   []string // tokens whose marks it drops
+	want    int64    // the least count Redis may answer without having lost a write
+	cmd     *redis.Cmd
 }
 
 // renewals lists the sessions to renew, and forgets those idle for a
@@ -297,7 +318,9 @@ func (l *Locker) renewals() (renew []*renewal, idle []*session) {
 				idle = append(idle, s)
 			}
 		case s.opened:
-			r := &renewal{s: s, waiting: !s.waitLost}
+			// The count starts at 1 when the session opens; this renewal
+			// adds one, and so did each call Redis answered before it.
+			r := &renewal{s: s, waiting: !s.waitLost, want: s.counted.Load() + 2}
 			for token := range s.marks {
 				if len(r.marks) == scripts.Batch {
 					break
@@ -312,56 +335,86 @@ func (l *Locker) renewals() (renew []*renewal, idle []*session) {
 
 // renewSessions renews every session in use in one pipeline, takes up the
 // grants its waiters were given, and ends what Redis says is gone: a
-// session, or its waiters' half.
+// session, or its waiters' half, or a session whose writes Redis lost.
 func (l *Locker) renewSessions(ctx context.Context) {
 	rs, idle := l.renewals()
 	if len(rs)+len(idle) == 0 {
 		return
 	}
+	leaseMs, waitMs := l.cfg.leaseTTL.Milliseconds(), l.cfg.waitTTL().Milliseconds()
 	sent := time.Now()
-	p := l.client.Pipeline()
-	for _, s := range idle {
-		p.Del(ctx, s.keys[0].(string))
-		p.Del(ctx, s.keys[1].(string))
+	send := func() error {
+		_, err := l.client.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, s := range idle {
+				p.Del(ctx, s.keys[0].(string))
+				p.Del(ctx, s.keys[1].(string))
+			}
+			for _, r := range rs {
+				args := make([]any, 0, 7+len(r.marks))
+				args = append(args, "evalsha", renew.sha, 2, r.s.keys[0], r.s.keys[1], leaseMs, noArg)
+				if r.waiting {
+					args[6] = waitMs
+				}
+				for _, token := range r.marks {
+					args = append(args, token)
+				}
+				r.cmd = redis.NewCmd(ctx, args...)
+				p.Process(ctx, r.cmd) //nolint:errcheck // read from cmd
+			}
+			return nil
+		})
+		return err
 	}
-	for _, r := range rs {
-		r.holders = p.PExpire(ctx, r.s.keys[0].(string), l.cfg.leaseTTL)
-		if r.waiting {
-			r.waiters = p.PExpire(ctx, r.s.keys[1].(string), l.cfg.waitTTL())
-		}
-		if len(r.marks) > 0 {
-			r.unmarked = p.HDel(ctx, r.s.keys[0].(string), r.marks...)
+	if err := send(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// A pipeline cannot fall back to EVAL by itself.
+		if renew.Load(ctx, l.client).Err() == nil {
+			sent = time.Now()
+			send() //nolint:errcheck // each command's own error is read below
 		}
 	}
-	p.Exec(ctx) //nolint:errcheck // each command's own error is read below
 	for _, r := range rs {
 		l.renewed(r, sent)
 	}
 }
 
-// renewed applies the replies to one session's renewal.
+// renewed applies the reply to one session's renewal.
 func (l *Locker) renewed(r *renewal, sent time.Time) {
-	held, err := r.holders.Result()
+	reply, err := r.cmd.Int64Slice()
+	if err == nil && len(reply) != 2 {
+		err = fmt.Errorf("fairlock: renew replied %v", reply)
+	}
 	switch {
 	case err != nil:
 		l.renewalFailed(r.s, err)
 		return
-	case !held:
+	case reply[0] == 0:
 		l.loseSession(r.s)
 		return
+	case reply[0] < r.want:
+		l.rolledBack(r.s)
+		return
 	}
-	waiting := r.waiters != nil && r.waiters.Val()
+	r.s.counted.Add(1)
+	waiting := reply[1] == 1
 	l.confirm(r.s, sent, true, waiting)
 	// The marks were dropped just after the waiters' key was renewed: the
 	// grants were alive then, and live by the holders' key from now on.
-	// Without the waiters' key they had died before; the drop may have
-	// brought them back in Redis, and losing them withdraws them.
-	if waiting && r.unmarked != nil && r.unmarked.Err() == nil {
+	if waiting {
 		l.tookUp(r.s, r.marks)
 	}
-	if r.waiters != nil && r.waiters.Err() == nil && !waiting {
+	if r.waiting && !waiting {
 		l.loseWaiters(r.s)
 	}
+}
+
+// rolledBack gives up s, whose writes Redis lost: its leases are lost, its
+// waiters queue again in a new session, and its keys are deleted, which
+// ends whatever the lost writes left behind (a released lease still
+// holding its lock, a withdrawn waiter still queued).
+func (l *Locker) rolledBack(s *session) {
+	l.cfg.observe(Event{Kind: EventWarning, Err: rollback})
+	l.loseSession(s)
+	l.deleteKeys(s.keys[0], s.keys[1])
 }
 
 // tookUp records that Redis dropped the marks of tokens: their grants now

@@ -206,25 +206,24 @@ type smHeld struct {
 }
 
 // smMarkers are the requests of the Lockers that a fault can catch, by
-// the bytes they carry: the SHA1 of each script they run (EVALSHA), the
-// fast path (EXISTS) and the session renewal (PEXPIRE). smRetried are
-// those go-redis may send again: the scripts that bring no token, and the
-// renewal pipeline, which starts with a PEXPIRE of three arguments.
+// the bytes they carry: the SHA1 of each script they run (EVALSHA, the
+// renewal's renew.lua among them) and the fast path (EXISTS). smRetried
+// are those go-redis may send again: the scripts that bring no token.
 var smMarkers, smRetried = func() (all, retried []string) {
 	for name, src := range scripts.All() {
 		sum := sha1.Sum([]byte(src))
 		sha := hex.EncodeToString(sum[:])
 		switch name[strings.Index(name, "/")+1:] {
-		case "recover", "cancel", "extend", "heartbeat":
+		case "recover", "cancel", "extend", "heartbeat", "renew", "fence_fast":
 			retried = append(retried, sha)
 			all = append(all, sha)
-		case "acquire", "release":
+		case "acquire", "release", "release_fast":
 			all = append(all, sha)
 		}
 	}
 	slices.Sort(all)
 	slices.Sort(retried)
-	return append(all, "exists", "pexpire"), append(retried, "^*3\r\n$7\r\npexpire\r\n")
+	return append(all, "exists"), retried
 }()
 
 func (m *machine) init(rt *rapid.T) {

@@ -11,7 +11,7 @@ import (
 // heartbeat. The caller has counted it out of its own books; its session
 // counts it until it is gone.
 func (l *Locker) withdraw(ctx context.Context, token string, wd *withdrawal) error {
-	err := l.cancelToken(ctx, wd.ref, token, wd.hasMeta, wd.forGood)
+	err := l.cancelToken(ctx, wd.ref, wd.session, token, wd.hasMeta, wd.forGood)
 	l.books.mu.Lock()
 	defer l.books.mu.Unlock()
 	if err != nil {
@@ -37,15 +37,20 @@ func (l *Locker) withdrew(token string, wd *withdrawal) {
 	}
 }
 
-// cancelToken runs cancel.lua for token: it leaves the queue, or gives
-// back its grant; forGood marks it so that a request with it that reaches
-// Redis later finds it withdrawn.
-func (l *Locker) cancelToken(ctx context.Context, ref *lockRef, token string, hasMeta, forGood bool) error {
+// cancelToken runs cancel.lua for token, a party of s: it leaves the
+// queue, or gives back its grant; forGood marks it so that a request with
+// it that reaches Redis later finds it withdrawn. The call counts itself
+// in s (session.counted).
+func (l *Locker) cancelToken(ctx context.Context, ref *lockRef, s *session, token string, hasMeta, forGood bool) error {
 	mark := noArg
 	if forGood {
 		mark = l.refs.leaseMs
 	}
-	return ref.kind.scripts.cancel.run(ctx, l.client, ref.call(token, flag(hasMeta), mark), retried).Err()
+	err := ref.kind.scripts.cancel.run(ctx, l.client, ref.call(token, flag(hasMeta), mark), retried).Err()
+	if err == nil {
+		s.counted.Add(1)
+	}
+	return err
 }
 
 // retryWithdrawals runs every pending withdrawal once.
@@ -58,7 +63,7 @@ func (l *Locker) retryWithdrawals(ctx context.Context) {
 	l.books.mu.Unlock()
 	for token, wd := range pending {
 		ctx, cancel := context.WithTimeout(ctx, l.cfg.heartbeat())
-		err := l.cancelToken(ctx, wd.ref, token, wd.hasMeta, wd.forGood)
+		err := l.cancelToken(ctx, wd.ref, wd.session, token, wd.hasMeta, wd.forGood)
 		cancel()
 		if err != nil {
 			continue

@@ -13,7 +13,7 @@
 -- the one to open them)
 -- Reply: the fence (> 0) if token holds permits; if it waits, -place
 -- under "count" (1 is next), else -1; 0 if it did neither and is
--- withdrawn now.
+-- withdrawn now (counted in its session: lib/tokens.lua's countWrite).
 -- Errors: ERR_SESSION_GONE if token holds or waits but its session is
 -- gone (the fast path's SET runs whether the session lives or not): the
 -- grant or place is void, and the caller starts another session.
@@ -25,11 +25,10 @@ if holds(token) then
   if not holderAlive(token) then return redis.error_reply('ERR_SESSION_GONE') end
   if ARGV[7] == 'fast' and waiting() > 0 then return redis.error_reply('ERR_WAITERS_FIRST') end
   clearMark(token)
-  local fence = fenceOf(token)
-  -- The fast path's INCR may have counted up a new fence key from 1: the
-  -- grant's fence is drawn after the seed, as the fast path would have.
-  if fence < FENCE_FLOOR then fence = nextFence() end
-  return fence
+  -- The fast path draws its grant's fence after its SET (fence_fast.lua),
+  -- which may not have run: its grant gets one now, above the last.
+  if ARGV[7] == 'fast' then return nextFence() end
+  return fenceOf(token)
 end
 if waits(token) then
   if not grantTTL(token) then return redis.error_reply('ERR_SESSION_GONE') end
@@ -37,4 +36,5 @@ if waits(token) then
   return -1
 end
 withdraw(token, ARGV[8])
+countWrite(token)
 return 0

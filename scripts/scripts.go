@@ -3,9 +3,11 @@
 // definitions of lib/ that its body reaches, by the calls it makes and
 // those of what it calls, then its own file: it carries only the Lua it
 // runs, since Redis defines every function of a script anew on each call.
-// Modules talk to each other through their functions only. One script
-// stands alone, with none of lib/: release_fast.lua, the mutex's
-// uncontended release.
+// Modules talk to each other through their functions only. A few scripts
+// stand alone, with their own keys and none of lib/keys.lua, for the calls
+// that run most often: release_fast.lua and fence_fast.lua, the mutex's
+// uncontended release and the fast path's fence, and renew.lua, a
+// session's renewal.
 //
 // One queue engine (lib/grant.lua, lib/unlock.lua, lib/maintain.lua and
 // the scripts) serves every kind of lock; what differs is where the holders
@@ -26,11 +28,9 @@ import (
 // Constants that the Go code and the Lua share, written once here: the
 // scripts get them in place of their names.
 const (
-	// FenceFloor: a fence counter below it was never seeded from the
-	// server's clock (µs since 1970 passed it in 1970).
-	FenceFloor = 1_000_000_000_000
-	// FenceTTLMs is how long a fence counter lives after it was seeded;
-	// then it is seeded anew from the clock, so fences still grow.
+	// FenceTTLMs is how long a fence counter lives after its last grant;
+	// fences are drawn at least at the server's time in µs
+	// (lib/fence.lua), so they still grow when it is made anew.
 	FenceTTLMs = 86_400_000
 	// Batch is the most tokens one script call or Redis command takes, so
 	// that no call holds Redis for long (and below Lua's unpack limit).
@@ -41,6 +41,10 @@ const (
 	// keeps places and counts right. At 10,000 a scan cost Redis 6 ms of
 	// Lua a heartbeat for 10,000 idle waiters, most of their cost.
 	ScanWaiters = Batch
+	// IdleGroups is how many debts of groups that left a grouped
+	// semaphore it keeps (lib/counted/queue.lua): a group that comes back
+	// finds its own, past that only the IdleGroups largest.
+	IdleGroups = Batch
 	// DefaultAgingMs is the aging of a waiter whose token names none
 	// (lib/lanes.lua): fairlock.DefaultPriorityAging.
 	DefaultAgingMs = 30_000
@@ -71,11 +75,11 @@ var constants = strings.NewReplacer(
 	"ERR_WAITERS_FIRST", ErrWaitersFirst,
 	"ERR_CAPACITY", ErrCapacity,
 	"WAITERS_KEY_SUFFIX", WaitersKeySuffix,
-	"FENCE_FLOOR", strconv.Itoa(FenceFloor),
 	"FENCE_TTL_MS", strconv.Itoa(FenceTTLMs),
 	"SCAN_WAITERS", strconv.Itoa(ScanWaiters),
 	"BATCH", strconv.Itoa(Batch),
 	"DEFAULT_AGING_MS", strconv.Itoa(DefaultAgingMs),
+	"IDLE_GROUPS", strconv.Itoa(IdleGroups),
 )
 
 //go:embed *.lua lib/*.lua lib/*/*.lua
@@ -155,18 +159,30 @@ func usesOf(code string) map[string]bool {
 }
 
 // module reads store's module of that name: its own file if it has one,
-// else lib's.
+// else lib's, or "" if neither has one (a store's own modules, for a
+// script that stands alone).
 func module(store, name string) string {
-	path := "lib/" + store + "/" + name + ".lua"
-	if _, err := fs.Stat(files, path); err != nil {
-		path = "lib/" + name + ".lua"
+	for _, path := range []string{"lib/" + store + "/" + name + ".lua", "lib/" + name + ".lua"} {
+		if _, err := fs.Stat(files, path); err == nil {
+			return read(path)
+		}
 	}
-	return read(path)
+	return ""
 }
 
 // load assembles the script in file name on the store in lib/store/:
 // lib/keys.lua, the definitions the script reaches, and its own file.
 func load(name, store string) string {
+	return assemble(name, store, read("lib/keys.lua"))
+}
+
+// loadAlone assembles a script that stands alone: the definitions of lib/
+// it reaches, which must not name lib/keys.lua's, and its own file.
+func loadAlone(name string) string { return assemble(name, "", "") }
+
+// assemble is head, the definitions of lib/ on store that the script in
+// file name reaches, then its own file.
+func assemble(name, store, head string) string {
 	body := read(name)
 	var defs []definition
 	for _, m := range moduleOrder {
@@ -187,7 +203,10 @@ func load(name, store string) string {
 			}
 		}
 	}
-	parts := []string{read("lib/keys.lua")}
+	var parts []string
+	if head != "" {
+		parts = append(parts, head)
+	}
 	for i, d := range defs {
 		if reached[i] {
 			parts = append(parts, d.text)
@@ -199,7 +218,7 @@ func load(name, store string) string {
 // A Set is the engine's scripts on one holder store, ready for EVAL.
 type Set struct {
 	Acquire, Recover, Release, Cancel, Extend, Heartbeat string
-	Snapshot, ForceRelease, Seed                         string
+	Snapshot, ForceRelease                               string
 }
 
 func loadSet(store string) Set {
@@ -212,14 +231,16 @@ func loadSet(store string) Set {
 		Heartbeat:    load("heartbeat.lua", store),
 		Snapshot:     load("snapshot.lua", store),
 		ForceRelease: load("force_release.lua", store),
-		Seed:         load("seed.lua", store),
 	}
 }
 
 var (
-	// ReleaseFast is the mutex's uncontended release: a script of its own,
-	// with none of lib/, for the cycle's commonest call.
-	ReleaseFast = read("release_fast.lua")
+	// ReleaseFast is the mutex's uncontended release, FenceFast the fast
+	// path's fence, and Renew a session's renewal: scripts that stand
+	// alone, for the calls that run most often.
+	ReleaseFast = loadAlone("release_fast.lua")
+	FenceFast   = loadAlone("fence_fast.lua")
+	Renew       = loadAlone("renew.lua")
 	// Mutex keeps its holder in one string key, its waiters in one line.
 	Mutex = loadSet("lock")
 	// Counted keeps the holders of a semaphore or read-write lock in a
@@ -227,13 +248,14 @@ var (
 	Counted = loadSet("counted")
 )
 
-// All lists every script, by store and file, for tests.
+// All lists every script, for tests: those of a store by store and file
+// ("lock/acquire"), those that stand alone by file ("renew").
 func All() map[string]string {
-	all := map[string]string{}
+	all := map[string]string{"release_fast": ReleaseFast, "fence_fast": FenceFast, "renew": Renew}
 	for store, set := range map[string]Set{"lock": Mutex, "counted": Counted} {
 		for file, src := range map[string]string{
 			"acquire": set.Acquire, "recover": set.Recover, "release": set.Release, "cancel": set.Cancel, "extend": set.Extend,
-			"heartbeat": set.Heartbeat, "snapshot": set.Snapshot, "force_release": set.ForceRelease, "seed": set.Seed,
+			"heartbeat": set.Heartbeat, "snapshot": set.Snapshot, "force_release": set.ForceRelease,
 		} {
 			all[store+"/"+file] = src
 		}

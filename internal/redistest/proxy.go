@@ -20,7 +20,7 @@ import (
 // A Proxy stands between clients and one Redis, on a loopback port.
 type Proxy struct {
 	Addr      string
-	target    string
+	target    atomic.Pointer[string] // where new connections go (Retarget)
 	ln        net.Listener
 	up, down  atomic.Int64 // added latency in ns: client->server, server->client
 	refuse    atomic.Bool
@@ -75,8 +75,9 @@ func StartProxy(t testing.TB, target string) *Proxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{Addr: ln.Addr().String(), target: target, ln: ln, conns: map[net.Conn]struct{}{}, dropping: map[net.Conn]bool{},
+	p := &Proxy{Addr: ln.Addr().String(), ln: ln, conns: map[net.Conn]struct{}{}, dropping: map[net.Conn]bool{},
 		replyHold: map[net.Conn]*Hold{}}
+	p.target.Store(&target)
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.Close)
@@ -87,6 +88,14 @@ func StartProxy(t testing.TB, target string) *Proxy {
 func (p *Proxy) SetLatency(up, down time.Duration) {
 	p.up.Store(int64(up))
 	p.down.Store(int64(down))
+}
+
+// Retarget sends new connections to target from now on, and cuts the open
+// ones, as a failover that moves a service's address to a promoted
+// replica does.
+func (p *Proxy) Retarget(target string) {
+	p.target.Store(&target)
+	p.Cut()
 }
 
 // Refuse makes the proxy close new connections at once (on) or serve them.
@@ -262,7 +271,7 @@ func (p *Proxy) accept() {
 			c.Close()
 			continue
 		}
-		s, err := net.DialTimeout("tcp", p.target, time.Second)
+		s, err := net.DialTimeout("tcp", *p.target.Load(), time.Second)
 		if err != nil {
 			c.Close()
 			continue
@@ -373,7 +382,7 @@ func (p *Proxy) pipe(src, dst net.Conn, lat *atomic.Int64, server net.Conn) {
 func (p *Proxy) sendCopy(b []byte, h *Hold) {
 	defer p.wg.Done()
 	<-h.gate
-	s, err := net.DialTimeout("tcp", p.target, time.Second)
+	s, err := net.DialTimeout("tcp", *p.target.Load(), time.Second)
 	if err != nil {
 		return
 	}

@@ -1,18 +1,20 @@
 -- fence.lua: fencing tokens.
 
--- nextFence returns a fence larger than every fence before it. The counter
--- starts from the server's time in microseconds whenever its key is new
--- (first grant, expiry, or a Redis that lost its data), so fences keep
--- growing across such a loss. The Go fast path INCRs the key outside a
--- script, so a new key may have been counted up from 1 already: a value
--- below FENCE_FLOOR (µs since 1970 passed it in 1970) was never seeded.
-local function nextFence()
-  local fence = redis.call('INCR', fenceKey)
-  if fence < FENCE_FLOOR then
-    fence = nowUs()
-    redis.call('SET', fenceKey, string.format('%d', fence), 'PX', FENCE_TTL_MS)
-  end
+-- drawFence returns the next fence of the counter at key: one above the
+-- last, and at least the server's time in µs. A counter alone would hand a
+-- fence out twice after Redis rolled back (a failover to a replica that
+-- missed the last grants, a restart from an older snapshot) and kept an
+-- older count; the clock keeps fences growing across such a loss, and
+-- across the loss of the key, as long as the clock of the server that
+-- grants after it is ahead of the one that granted before (by more than
+-- the grants one call made: time stands still in a call). The key lives a
+-- day (scripts.FenceTTLMs) after the last grant.
+local function drawFence(key)
+  local fence = math.max(tonumber(redis.call('GET', key) or '0') + 1, nowUs())
+  redis.call('SET', key, string.format('%d', fence), 'PX', FENCE_TTL_MS)
   return fence
 end
+
+local function nextFence() return drawFence(fenceKey) end
 
 local function lastFence() return tonumber(redis.call('GET', fenceKey) or '0') end

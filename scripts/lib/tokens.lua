@@ -5,8 +5,10 @@
 -- heartbeat and which Redis drops when it stops:
 --   sessionPrefix .. session          a hash; its holders live while it
 --                                     does (TTL: the Locker's lease TTL).
---                                     Its field "" is always there; a
---                                     field named by a token marks it:
+--                                     Its field "" is always there: it
+--                                     counts the session's calls that
+--                                     Redis must not lose (countWrite).
+--                                     A field named by a token marks it:
 --                                       "u"  a grant to a waiter that its
 --                                            Locker has not taken up yet:
 --                                            it lives by the waiters' key
@@ -135,8 +137,23 @@ end
 -- parties are left in this lock.
 local function openSession(token, leaseMs, waiterMs, grantMs)
   local key = sessionKey(token)
-  redis.call('HSET', key, '', '')
+  -- Several requests may open it at once: the first starts the count.
+  redis.call('HSETNX', key, '', 1)
   redis.call('PEXPIRE', key, leaseMs)
   redis.call('SET', key .. 'WAITERS_KEY_SUFFIX', grantMs, 'PX', waiterMs)
   sessionsAlive[key], grantTTLs[sessionOf(token)] = true, tonumber(grantMs)
+end
+
+-- countWrite counts this call in token's session, in its field "" (1 when
+-- the session opened). Its Locker counts the calls Redis answered that
+-- counted themselves (releases, withdrawals) and renewals: a renewal that
+-- finds fewer has seen Redis lose writes (a failover to a replica that
+-- missed them, a restart from an older snapshot), and the Locker gives the
+-- session up, which ends whatever a lost release or withdrawal left
+-- behind. HINCRBY makes a field it does not find: one it made (the session
+-- is not open) goes at once. It grows memory: a call admitted at full
+-- memory runs it after its first write.
+local function countWrite(token)
+  local key = sessionKey(token)
+  if redis.call('HINCRBY', key, '', 1) == 1 then redis.call('HDEL', key, '') end
 end

@@ -1,0 +1,190 @@
+package fairlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fairlock/fairlock/fairlock"
+	"github.com/fairlock/fairlock/internal/redistest"
+	"github.com/redis/go-redis/v9"
+)
+
+// Rollbacks: Redis answers writes, then loses them and serves what it had
+// before, at the same address: a failover to a replica that missed them
+// (replication stalled, the primary killed, the replica promoted), or a
+// restart from an older snapshot (SAVE, more writes, SIGKILL, restart).
+
+// A rollbackWorld is a Redis that can roll back: clients dial addr; mark
+// is the moment it goes back to, roll loses what came after.
+type rollbackWorld struct {
+	addr       string
+	mark, roll func()
+	replicas   bool // it has a replica, for WithReplicaAck
+}
+
+var rollbackKinds = []struct {
+	name  string
+	start func(t *testing.T) rollbackWorld
+}{
+	{"failover", func(t *testing.T) rollbackWorld {
+		p := redistest.StartPair(t)
+		return rollbackWorld{addr: p.Proxy.Addr, mark: func() { p.Stall(t) }, roll: func() { p.Failover(t) }, replicas: true}
+	}},
+	{"snapshot", func(t *testing.T) rollbackWorld {
+		srv := redistest.Start(t)
+		return rollbackWorld{addr: srv.Addr, mark: func() { srv.Save(t) }, roll: func() { srv.RestartFromSnapshot(t) }}
+	}},
+}
+
+func (w rollbackWorld) client(t testing.TB) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: w.addr})
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// lostWithin fails unless s ends with ErrLost within bound.
+func lostWithin(t testing.TB, s *fairlock.Lease, bound time.Duration, what string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	select {
+	case <-s.Done():
+		if !errors.Is(s.Err(), fairlock.ErrLost) {
+			t.Errorf("%s ended with %v, want ErrLost", what, s.Err())
+		}
+	case <-time.After(bound):
+		t.Errorf("%s still valid %v after the rollback: want ErrLost within %v", what, bound, bound)
+	}
+	return time.Since(start)
+}
+
+// Fences strictly increase across a rollback: a lease took lock "f" twice
+// (fences n and n+1, the second held) after the moment Redis goes back
+// to; the next grant, on the rolled-back Redis, gets a fence above both,
+// and the holder of n+1 learns within a heartbeat that its grant is gone.
+// A fence counter alone hands n out again: the rolled-back Redis has the
+// older count.
+func TestFencesGrowAcrossARollback(t *testing.T) {
+	for _, kind := range rollbackKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			w := kind.start(t)
+			ctx := withTimeout(t, 20*time.Second)
+			l1 := newLocker(t, w.client(t))
+			released(t, mustAcquire(t, l1, "f"))
+			w.mark()
+			released(t, mustAcquire(t, l1, "f"))
+			held := mustAcquire(t, l1, "f")
+			w.roll()
+			rolled := time.Now()
+			next, err := newLocker(t, w.client(t)).Acquire(ctx, "f")
+			if err != nil {
+				t.Fatal(err)
+			}
+			took := time.Since(rolled)
+			lost := lostWithin(t, held, heartbeat+slack, "the lease whose grant the rollback lost")
+			t.Logf("fence held before the rollback %d, next grant's %d (%v after it); the old holder lost its lease %v after it",
+				held.Fence(), next.Fence(), took.Round(time.Millisecond), lost.Round(time.Millisecond))
+			if next.Fence() <= held.Fence() {
+				t.Fatalf("the grant after the rollback has fence %d, not above %d, handed out before it", next.Fence(), held.Fence())
+			}
+			released(t, next)
+		})
+	}
+}
+
+// A release lost in a rollback leaves no holder behind: L1 holds "y"
+// throughout (its session lives, as a process with one Locker keeps it),
+// and releases "x" to L2's waiter after the moment Redis goes back to. On
+// the rolled-back Redis "x" is held by L1's released token. L1's next
+// renewal finds that Redis lost writes it had answered, and gives its
+// session up, which frees "x": a new Acquire is granted within two
+// heartbeats of the rollback (the renewal that finds it, then the new
+// waiter's), where its record's TTL would hold it 30 lease TTLs. L1's
+// leases and L2's lost grant end with ErrLost.
+func TestNoGhostHolderAfterARollback(t *testing.T) {
+	for _, kind := range rollbackKinds {
+		for _, ack := range []bool{false, true} {
+			name := kind.name
+			if ack {
+				name += "/replica-ack"
+			}
+			t.Run(name, func(t *testing.T) {
+				w := kind.start(t)
+				if ack && !w.replicas {
+					t.Skip("no replica to acknowledge")
+				}
+				ctx := withTimeout(t, 20*time.Second)
+				var opts []fairlock.Option
+				if ack {
+					opts = append(opts, fairlock.WithReplicaAck(1, 200*time.Millisecond))
+				}
+				l1 := newLocker(t, w.client(t), opts...)
+				y := mustAcquire(t, l1, "y")
+				x := mustAcquire(t, l1, "x")
+				waiting := queueBehind(t, ctx, newLocker(t, w.client(t)), "x")
+				w.mark()
+				released(t, x)
+				handed, _ := await(t, waiting, slack)
+				w.roll()
+				rolled := time.Now()
+				bound := 2*heartbeat + slack
+				next, err := newLocker(t, w.client(t)).Acquire(withTimeout(t, bound+5*time.Second), "x")
+				if err != nil {
+					t.Fatal(err)
+				}
+				took := time.Since(rolled)
+				lostY := lostWithin(t, y, heartbeat+slack, "L1's other lease")
+				lostHanded := lostWithin(t, handed, heartbeat+slack, "the grant the rollback lost")
+				t.Logf("x granted again %v after the rollback (bound %v); L1's other lease lost after %v, the lost grant's after %v",
+					took.Round(time.Millisecond), bound, lostY.Round(time.Millisecond), lostHanded.Round(time.Millisecond))
+				if took > bound {
+					t.Fatalf("x was granted %v after the rollback, past %v: a released token held it", took, bound)
+				}
+				released(t, next)
+			})
+		}
+	}
+}
+
+// A waiter withdrawn before a rollback is not left queued by it: L1
+// cancels its waiter on "q" after the moment Redis goes back to, while
+// its session lives on. On the rolled-back Redis the token waits again; if
+// nothing removed it, it would be granted "q" when its holder releases,
+// and hold it for as long as L1 renews. L1 gives its session up instead.
+func TestNoGhostWaiterAfterARollback(t *testing.T) {
+	for _, kind := range rollbackKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			w := kind.start(t)
+			ctx := withTimeout(t, 20*time.Second)
+			holder := newLocker(t, w.client(t))
+			h := mustAcquire(t, holder, "q")
+			l1 := newLocker(t, w.client(t))
+			keep := mustAcquire(t, l1, "keep")
+			cctx, cancel := context.WithCancel(ctx)
+			gone := queueBehind(t, cctx, l1, "q")
+			w.mark()
+			cancel()
+			if r := <-gone; r.err == nil {
+				t.Fatal("a cancelled Acquire returned a lease")
+			}
+			w.roll()
+			rolled := time.Now()
+			lostWithin(t, keep, heartbeat+slack, "L1's lease")
+			// Once the holder's grant goes (its release; or the rollback lost
+			// the holder's renewals too, and it gave its session up), a new
+			// waiter is granted, not the withdrawn token.
+			next := make(chan result, 1)
+			l3 := newLocker(t, w.client(t))
+			go func() {
+				s, err := l3.Acquire(ctx, "q")
+				next <- result{s, err}
+			}()
+			h.Release(ctx) //nolint:errcheck // ErrNotHeld if the holder's session went too
+			bound := 2*heartbeat + slack
+			s, took := await(t, next, bound)
+			t.Logf("the new waiter was granted %v after the release, %v after the rollback", took.Round(time.Millisecond), time.Since(rolled).Round(time.Millisecond))
+			released(t, s)
+		})
+	}
+}
