@@ -1066,6 +1066,12 @@ func isLaneMember(kind string) bool {
 	return len(kind) == 2 && kind[0] == 'm' && kind[1] >= '1' && kind[1] <= '9'
 }
 
+// isLaneField tells whether a state field's kind is a group's member or
+// clock in a lane above 0: "m1" to "m9", "v1" to "v9".
+func isLaneField(kind string) bool {
+	return len(kind) == 2 && (kind[0] == 'm' || kind[0] == 'v') && kind[1] >= '1' && kind[1] <= '9'
+}
+
 // groupsSetKey is the key of the groups set of priority lane.
 func groupsSetKey(base string, lane int) string {
 	if lane == 0 {
@@ -1098,7 +1104,7 @@ func (m *machine) checkClocks(rt *rapid.T, lk smLock, state map[string]string, h
 	}
 	for f := range state {
 		kind, rest, ok := strings.Cut(f, ":")
-		if !ok || !(len(kind) == 1 && strings.Contains("tghsvewml", kind) || isLaneMember(kind)) {
+		if !ok || !(len(kind) == 1 && strings.Contains("tghvewml", kind) || isLaneField(kind)) {
 			continue
 		}
 		switch {
@@ -1115,14 +1121,14 @@ func (m *machine) checkClocks(rt *rapid.T, lk smLock, state map[string]string, h
 	placed := 0
 	for lane, set := range groupSets {
 		members, scores := pairs(set)
-		field := "m:"
+		field, clock := "m:", "v:"
 		if lane > 0 {
-			field = fmt.Sprintf("m%d:", lane)
+			field, clock = fmt.Sprintf("m%d:", lane), fmt.Sprintf("v%d:", lane)
 		}
 		for _, member := range members {
 			_, g, _ := strings.Cut(member, ":")
-			if state[field+g] != member || state["v:"+g] != scores[member] {
-				rt.Fatalf("%s: groups set %d has %s at clock %s; the state says member %q, clock %q", lk.name, lane, member, scores[member], state[field+g], state["v:"+g])
+			if state[field+g] != member || state[clock+g] != scores[member] {
+				rt.Fatalf("%s: groups set %d has %s at clock %s; the state says member %q, clock %q", lk.name, lane, member, scores[member], state[field+g], state[clock+g])
 			}
 			if lane > 0 && !strings.Contains(state["l:"+g], fmt.Sprint(lane)) {
 				rt.Fatalf("%s: group %q placed at priority %d, not among its lanes %q", lk.name, g, lane, state["l:"+g])

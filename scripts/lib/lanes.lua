@@ -47,25 +47,45 @@ local function firstWaiter()
 end
 
 -- pickLane is the head to grant among the heads of the lanes, and its
--- group: headOf(lane) gives a lane's head and its group, or nil.
-local function pickLane(headOf)
-  local heads = {}
+-- group: headOf(lane) gives a lane's head and its group, or nil. A lane
+-- counts at its head's level and arrival, or, given oldestOf(lane), the
+-- lane's oldest waiter, at that one's if higher: with groups a lane's
+-- head is its fairest waiter, not its oldest, and a lane whose oldest
+-- waiter reached level 9 must be served before any lane whose waiters all
+-- came after it.
+local function pickLane(headOf, oldestOf)
+  local heads, tokens = {}, {}
   for lane = 0, 9 do
     local token, group = headOf(lane)
-    if token then heads[#heads + 1] = {token = token, group = group, lane = lane} end
+    if token then
+      heads[#heads + 1] = {token = token, group = group, lane = lane}
+      tokens[#tokens + 1] = token
+    end
   end
   if #heads <= 1 then
     if heads[1] then return heads[1].token, heads[1].group end
     return nil
   end
-  local tokens = {}
-  for i, h in ipairs(heads) do tokens[i] = h.token end
+  if oldestOf then
+    for i, h in ipairs(heads) do
+      h.oldest = oldestOf(h.lane)
+      tokens[#heads + i] = h.oldest or h.token
+    end
+  end
   local scores = redis.call('ZMSCORE', orderKey, unpack(tokens))
   local now = nowUs()
+  local function level(token, lane, at)
+    return math.min(9, lane + math.floor(math.max(now - at, 0) / (1000 * agingOf(token))))
+  end
   local best
   for i, h in ipairs(heads) do
     h.at = scores[i] and arrivalOf(tonumber(scores[i])) or now
-    h.level = math.min(9, h.lane + math.floor(math.max(now - h.at, 0) / (1000 * agingOf(h.token))))
+    h.level = level(h.token, h.lane, h.at)
+    if h.oldest and scores[#heads + i] then
+      local at = arrivalOf(tonumber(scores[#heads + i]))
+      local lv = level(h.oldest, h.lane, at)
+      if lv > h.level or (lv == h.level and at < h.at) then h.level, h.at = lv, at end
+    end
     if not best or h.level > best.level or (h.level == best.level and h.at < best.at) then best = h end
   end
   return best.token, best.group

@@ -3,51 +3,54 @@
 -- per priority, as the mutex's. Once one does, every group has its own
 -- line per priority (lineOf: the group "" has laneKey's, the others
 -- base .. 'gq:' .. name in lane 0, base .. 'gq<lane>:' .. name in the
--- others), each lane has its own groups set, and the lane to grant is
--- chosen as without groups, from the head each lane's groups set names
--- (lib/lanes.lua). Within a lane, the next grant goes to the group with
--- the lowest virtual clock: the permit-time
--- (permits × µs held) its grants used, divided by its weight
--- (WithGroupWeight). A grant charges its group an estimate at once
--- (permits × the group's mean hold ÷ weight; the lock's mean for a group
--- with none yet), the scan (lib/maintain.lua) what a hold has lasted
--- beyond that while it lasts, and its release the rest: so the group just
--- served is not the most deprived, and a group whose holds are longer
--- gets fewer grants. A group new or back from idle (forgotten: nothing
--- held, nobody waiting) starts at the clock of the group granted last,
--- which was the lowest waiting then: it cannot bank credit. A group that
--- holds permits keeps its clock, which its holds move, while its line is
--- empty: with many grants each, a heavy group's line empties between a
--- release and its next request, which must not cost it its lead.
--- Among equal clocks, a group never served goes first, in its head's
--- arrival order (a grant charges at least 1, so served groups' clocks
--- rarely tie; then by name). Within a group, strict FIFO.
--- docs/design.md says why this rule. The state hash keeps:
---   grouped     the parties (waiters and holders) that named a group
---   glimit      the most permits one group may hold (0: no limit)
---   vnow        the clock of the group granted last, before its charge
---   mean        the mean hold of the lock's grouped grants, µs
---   g:<token>   a grouped party's group
---   t:<token>   a holder granted in grouped mode: "<µs granted> <charged>"
---   h:<group>   the permits the group holds
---   s:<group>   "1" once it was served; absent: never
---   v:<group>   its clock
---   e:<group>   its mean hold, µs (absent: none ended yet)
---   w:<group>   its weight, the one its most recent request named
---   m:<group>   its member in groupsKey, lane 0's groups set, while it
---               is there: a sorted set of the groups whose head may be
---               granted, scored by clock; the member is "1:<group>" once
---               served, before that "0<its head's arrival, 16
---               digits>:<group>"
---   l:<group>   the lanes above 0 where it has a line, "13" (absent: none)
---   m<lane>:<group>  its member in that lane's groups set, groupsKey ..
---               ':' .. lane
--- so the next group of a lane is the first member, in O(log G) for G
--- groups. A grant moves its group's score in each lane it waits in (one
--- ZADD each), not its member.
+-- others), and each lane is a fair queue of its own: a groups set, a clock
+-- per group, and a clock of the lane. The lane to grant is chosen as
+-- without groups, from the head each lane's groups set names, with the
+-- oldest waiter of all counting for its lane (lib/lanes.lua).
+--
+-- Within a lane the next grant goes to the group with the lowest clock:
+-- the permit-time (permits × µs held) its grants in the lane used,
+-- divided by its weight (WithGroupWeight); among equal clocks, the group
+-- whose head waited first when it joined the set. A grant charges its
+-- group an estimate at once (permits × the group's mean hold ÷ weight;
+-- the lock's mean for a group with none yet), the scan (lib/maintain.lua)
+-- what a hold has lasted beyond that while it lasts, and its release the
+-- rest: so the group just served is not the most deprived, and a group
+-- whose holds are longer gets fewer grants. The lane's clock is the clock
+-- of the group granted there last, before its charge (never moving back):
+-- a group that starts to compete in a lane (joins its set, or is granted
+-- at once) starts at its own clock or the lane's, whichever is later. So
+-- it cannot bank credit while away (from idle, at its limit, or holding a
+-- long job with an empty line), and keeps a debt: a group that used more
+-- than its share is behind when it comes back. A group with nothing held
+-- and nobody waiting is forgotten; its debt in a lane, if any, is kept in
+-- the idle set until the group comes back, or until IDLE_GROUPS debts are
+-- kept and it owes least. Within a group, strict FIFO.
+-- docs/design.md says why this rule; internal/model/model.go is the same
+-- rule in Go, against which the tests check this one. The state keeps:
+--   grouped       the parties (waiters and holders) that named a group
+--   glimit        the most permits one group may hold (0: no limit)
+--   mean          the mean hold of the lock's grouped grants, µs
+--   vnow, vnow<lane>  lane 0's clock, lane <lane>'s
+--   g:<token>     a grouped party's group
+--   t:<token>     a holder granted in grouped mode: "<µs granted> <charged>"
+--   h:<group>     the permits the group holds, in every lane
+--   e:<group>     its mean hold, µs (absent: none ended yet)
+--   w:<group>     its weight, the one its most recent request named
+--   l:<group>     the lanes above 0 where it has a clock, "13" (absent: none)
+--   v:<group>, v<lane>:<group>  its clock in lane 0, in lane <lane>
+--   m:<group>, m<lane>:<group>  its member in that lane's groups set
+--                 (groupsKey, groupsKey .. ':' .. lane) while it is
+--                 there, "<its head's arrival, 16 digits>:<group>": a
+--                 sorted set of the groups whose head may be granted,
+--                 scored by clock, so the next group of a lane is its first
+--                 member, in O(log G) for G groups. A grant moves its
+--                 group's score, not its member.
+-- and the idle set (base .. 'idle'), "<lane>:<group>" -> clock, the debts
+-- of forgotten groups, and each lane above 0's heads set (headsOfLane).
 
 local base = string.sub(stateKey, 1, -6)
-local groupsKey = base .. 'groups'
+local groupsKey, idleKey = base .. 'groups', base .. 'idle'
 local groupedParties, groupLimit = 0, 0
 
 -- setGrouping is openStore's reading of the state.
@@ -58,6 +61,11 @@ local function groupsOfLane(lane)
   return groupsKey .. ':' .. lane
 end
 
+-- headsOfLane is the heads set of lane (above 0): group -> the arrival
+-- of its line's head there, so that the lane's oldest waiter is found in
+-- O(log G).
+local function headsOfLane(lane) return base .. 'heads:' .. lane end
+
 -- line is the list of group's waiters in lane.
 local function line(group, lane)
   if group == '' then return laneKey(lane) end
@@ -67,10 +75,16 @@ end
 
 local function lineOf(token, group) return line(group, laneOf(token)) end
 
--- memberField names the state's field of group's member in lane's set.
-local function memberField(group, lane)
-  if lane == 0 then return 'm:' .. group end
-  return 'm' .. lane .. ':' .. group
+-- laneField names a lane's field of group in the state: its clock ("v"),
+-- its member ("m").
+local function laneField(kind, group, lane)
+  if lane == 0 then return kind .. ':' .. group end
+  return kind .. lane .. ':' .. group
+end
+
+local function vnowField(lane)
+  if lane == 0 then return 'vnow' end
+  return 'vnow' .. lane
 end
 
 local function groupOf(token)
@@ -78,67 +92,69 @@ local function groupOf(token)
   return redis.call('HGET', stateKey, 'g:' .. token) or ''
 end
 
--- The lock's clock fields, read once per call (or with a release's
--- fields, groupFreed): vnow, the clock a group starts at, and lockMean.
-local vnow, lockMean
-local function readClock()
-  if vnow then return end
-  local f = redis.call('HMGET', stateKey, 'vnow', 'mean')
-  vnow, lockMean = tonumber(f[1]) or 0, tonumber(f[2])
+local function clockText(clock) return string.format('%d', clock) end
+
+-- The lanes' clocks and the lock's mean hold, read once per call.
+local laneClocks, lockMean, meanRead = {}, nil, false
+local function laneNow(lane)
+  if not laneClocks[lane] then laneClocks[lane] = tonumber(redis.call('HGET', stateKey, vnowField(lane))) or 0 end
+  return laneClocks[lane]
 end
 
-local function virtualNow()
-  readClock()
-  return vnow
+local function readMean()
+  if not meanRead then lockMean, meanRead = tonumber(redis.call('HGET', stateKey, 'mean')), true end
+  return lockMean
 end
 
--- Each group's fields, read once per call, with the lock's clock fields
--- the first time (readClock). lanes are the lanes it has a line in, 0
--- first; members[lane] its member in that lane's groups set, scores[lane]
--- its clock there.
+-- Each group's fields, read once per call. lanes are the lanes it has a
+-- clock in, 0 first; clocks[lane] its clock there (nil: none), members[lane]
+-- its member in the lane's groups set, scores[lane] its score there.
 local groups = {}
 local function groupRecord(group)
   local r = groups[group]
-  if not r then
-    local f = redis.call('HMGET', stateKey, 'h:' .. group, 's:' .. group, 'm:' .. group, 'v:' .. group, 'e:' .. group, 'w:' .. group, 'l:' .. group, 'vnow', 'mean')
-    if not vnow then vnow, lockMean = tonumber(f[8]) or 0, tonumber(f[9]) end
-    r = {held = tonumber(f[1]) or 0, served = f[2] ~= false, clock = tonumber(f[4]), mean = tonumber(f[5]),
-         weight = tonumber(f[6]) or 1, lanes = {0}, members = {[0] = f[3] or nil}, scores = {}}
-    r.scores[0] = r.members[0] and r.clock
-    if f[7] then
-      local fields = {}
-      for lane in string.gmatch(f[7], '%d') do
-        r.lanes[#r.lanes + 1] = tonumber(lane)
-        fields[#fields + 1] = memberField(group, tonumber(lane))
-      end
-      local m = redis.call('HMGET', stateKey, unpack(fields))
-      for i = 2, #r.lanes do
-        r.members[r.lanes[i]] = m[i - 1] or nil
-        r.scores[r.lanes[i]] = m[i - 1] and r.clock
-      end
+  if r then return r end
+  local f = redis.call('HMGET', stateKey, 'h:' .. group, 'e:' .. group, 'w:' .. group, 'l:' .. group, 'v:' .. group, 'm:' .. group)
+  r = {held = tonumber(f[1]) or 0, mean = tonumber(f[2]), weight = tonumber(f[3]) or 1, lanes = {0},
+       clocks = {[0] = tonumber(f[5])}, members = {[0] = f[6] or nil}, scores = {}}
+  r.scores[0] = r.members[0] and r.clocks[0]
+  if f[4] then
+    local fields = {}
+    for lane in string.gmatch(f[4], '%d') do
+      r.lanes[#r.lanes + 1] = tonumber(lane)
+      fields[#fields + 1] = laneField('v', group, tonumber(lane))
+      fields[#fields + 1] = laneField('m', group, tonumber(lane))
     end
-    groups[group] = r
+    local m = redis.call('HMGET', stateKey, unpack(fields))
+    for i = 2, #r.lanes do
+      local lane = r.lanes[i]
+      r.clocks[lane], r.members[lane] = tonumber(m[2 * i - 3]), m[2 * i - 2] or nil
+      r.scores[lane] = r.members[lane] and r.clocks[lane]
+    end
   end
+  groups[group] = r
   return r
 end
 
--- setLanes writes the lanes above 0 where group r has a line.
-local function setLanes(group, r)
-  if #r.lanes == 1 then
-    redis.call('HDEL', stateKey, 'l:' .. group)
-  else
-    redis.call('HSET', stateKey, 'l:' .. group, table.concat(r.lanes, '', 2))
-  end
-end
-
--- addLane notes that group r has a line in lane now.
+-- addLane notes that group r has a clock in lane now.
 local function addLane(group, r, lane)
-  if lane == 0 or r.members[lane] ~= nil then return end
   for _, l in ipairs(r.lanes) do
     if l == lane then return end
   end
   r.lanes[#r.lanes + 1] = lane
-  setLanes(group, r)
+  redis.call('HSET', stateKey, 'l:' .. group, table.concat(r.lanes, '', 2))
+end
+
+-- startClock is the clock group r starts at when it starts to compete in
+-- lane: its own there, or its debt in the idle set if it was forgotten,
+-- or the lane's clock, whichever is latest.
+local function startClock(group, r, lane)
+  local own = r.clocks[lane]
+  if not own then
+    own = tonumber(redis.call('ZSCORE', idleKey, lane .. ':' .. group))
+    if own then redis.call('ZREM', idleKey, lane .. ':' .. group) end
+    if lane > 0 then addLane(group, r, lane) end
+  end
+  return math.max(own or 0, laneNow(lane))
 end
 
 -- underLimit tells whether group may take n more permits within the group
@@ -155,8 +171,6 @@ local function underLimit(group, n, plainHeld)
   return held + n <= groupLimit
 end
 
-local function clockText(clock) return string.format('%d', clock) end
-
 -- keepGroups keeps a lane's groups set keepTTL ms more, once per call
 -- that moves a score there: a member that stays may belong to a Locker
 -- with longer TTLs than the one whose call made the key, and must not
@@ -170,7 +184,8 @@ end
 
 -- placeIn puts group r where the grant loop finds it in lane, or takes it
 -- out: in the lane's groups set while its line there has a head its limit
--- lets in, at its clock. Returns whether the line has a head.
+-- lets in, at its clock. A group that joins the set starts to compete
+-- (startClock). Returns whether the line has a head.
 local function placeIn(group, r, lane, lineSame)
   local head
   if lineSame and groupLimit == 0 then
@@ -178,75 +193,94 @@ local function placeIn(group, r, lane, lineSame)
   else
     head = peek(line(group, lane))
   end
-  local member, was = nil, r.members[lane]
-  if head and (groupLimit == 0 or r.held + weight(head) <= groupLimit) then
-    if r.served then
-      member = '1:' .. group
-    elseif was and lineSame then
-      member = was
+  local placed = head and (groupLimit == 0 or r.held + weight(head) <= groupLimit)
+  local was = r.members[lane]
+  local at = type(head) == 'string' and arrivalOf(scoreOf(head))
+  if lane > 0 and type(head) ~= 'boolean' then
+    -- The line was read: its head may have changed.
+    if at then
+      redis.call('ZADD', headsOfLane(lane), at, group)
+      keepFor(headsOfLane(lane), keepTTL, true)
     else
-      member = string.format('0%016d:', arrivalOf(scoreOf(head))) .. group
+      redis.call('ZREM', headsOfLane(lane), group)
     end
   end
-  if member ~= was then
-    if was then redis.call('ZREM', groupsOfLane(lane), was) end
-    if member then
-      r.clock = r.clock or virtualNow()
-      redis.call('HSET', stateKey, memberField(group, lane), member, 'v:' .. group, clockText(r.clock))
-    else
-      redis.call('HDEL', stateKey, memberField(group, lane))
-    end
-    r.members[lane], r.scores[lane] = member, nil
+  if placed and not was then
+    r.clocks[lane] = startClock(group, r, lane)
+    local member = string.format('%016d:', at) .. group
+    redis.call('HSET', stateKey, laneField('m', group, lane), member, laneField('v', group, lane), clockText(r.clocks[lane]))
+    r.members[lane] = member
+  elseif was and not placed then
+    redis.call('ZREM', groupsOfLane(lane), was)
+    redis.call('HDEL', stateKey, laneField('m', group, lane))
+    r.members[lane], r.scores[lane] = nil, nil
   end
-  if member and r.scores[lane] ~= r.clock then
-    redis.call('ZADD', groupsOfLane(lane), r.clock, member)
+  if placed and r.scores[lane] ~= r.clocks[lane] then
+    redis.call('ZADD', groupsOfLane(lane), r.clocks[lane], r.members[lane])
     keepGroups(lane)
-    r.scores[lane] = r.clock
+    r.scores[lane] = r.clocks[lane]
   end
-  return head ~= nil
+  return head and true or false
+end
+
+-- forget drops group r, which holds nothing and has nobody waiting: its
+-- fields go, and its debt in each lane where it has one (a clock above the
+-- lane's) goes to the idle set, of which the IDLE_GROUPS largest stay.
+local function forget(group, r)
+  local fields, debts = {'h:' .. group, 'e:' .. group, 'w:' .. group, 'l:' .. group}, {}
+  for _, lane in ipairs(r.lanes) do
+    fields[#fields + 1] = laneField('v', group, lane)
+    local clock = r.clocks[lane]
+    if clock and clock > laneNow(lane) then
+      debts[#debts + 1] = clockText(clock)
+      debts[#debts + 1] = lane .. ':' .. group
+    end
+  end
+  redis.call('HDEL', stateKey, unpack(fields))
+  if #debts > 0 then
+    redis.call('ZADD', idleKey, unpack(debts))
+    keepFor(idleKey, keepTTL, true)
+    local over = redis.call('ZCARD', idleKey) - IDLE_GROUPS
+    if over > 0 then redis.call('ZPOPMIN', idleKey, over) end
+  end
+  groups[group] = nil
 end
 
 -- place puts group in or out of each lane's groups set where it has a
--- line (placeIn), and forgets a lane where its line is empty. A group
--- with nobody waiting and nothing held is forgotten. lineSame: this call
--- left the group's lines as they were (a release, a charge), so without
--- a limit a head is there exactly when it is placed, and is not read.
+-- clock (placeIn), and forgets it when it has nobody waiting and nothing
+-- held. lineSame: this call left the group's lines as they were (a
+-- release, a charge), so without a limit a head is there exactly when it
+-- is placed, and is not read.
 local function place(group, lineSame)
   local r = groupRecord(group)
-  local waits, lanes = false, {0}
+  local waits = false
   for _, lane in ipairs(r.lanes) do
-    if placeIn(group, r, lane, lineSame) then
-      waits = true
-      if lane > 0 then lanes[#lanes + 1] = lane end
-    end
+    if placeIn(group, r, lane, lineSame) then waits = true end
   end
-  if #lanes < #r.lanes then
-    r.lanes = lanes
-    setLanes(group, r)
-  end
-  if not waits and r.held == 0 then
-    redis.call('HDEL', stateKey, 'h:' .. group, 's:' .. group, 'v:' .. group, 'e:' .. group, 'w:' .. group)
-    groups[group] = nil
-  end
+  if not waits and r.held == 0 then forget(group, r) end
 end
 
 -- A party of group left for good. When it was the last grouped party, the
 -- semaphore is one FIFO line again, and forgets the groups: the group ""
 -- and group itself (every other group was forgotten as its last party
--- left, by place), and the grant records of the holders left, so that a
--- later stretch of groups starts afresh.
+-- left, by place), the lanes' clocks, the idle set, and the grant records
+-- of the holders left, so that a later stretch of groups starts afresh.
 local function partyLeft(token, group)
   redis.call('HDEL', stateKey, 'g:' .. token, 't:' .. token)
   groupedParties = redis.call('HINCRBY', stateKey, 'grouped', -1)
   if groupedParties > 0 then return end
-  local gone, sets = {'grouped', 'vnow', 'mean'}, {}
+  local gone, sets = {'grouped', 'mean'}, {idleKey}
   for _, g in ipairs({'', group}) do
-    for _, f in ipairs({'h:', 's:', 'v:', 'e:', 'w:', 'l:'}) do gone[#gone + 1] = f .. g end
+    for _, f in ipairs({'h:', 'e:', 'w:', 'l:'}) do gone[#gone + 1] = f .. g end
   end
   for lane = 0, 9 do
-    gone[#gone + 1] = memberField('', lane)
-    gone[#gone + 1] = memberField(group, lane)
+    gone[#gone + 1] = vnowField(lane)
+    for _, g in ipairs({'', group}) do
+      gone[#gone + 1] = laneField('v', g, lane)
+      gone[#gone + 1] = laneField('m', g, lane)
+    end
     sets[#sets + 1] = groupsOfLane(lane)
+    if lane > 0 then sets[#sets + 1] = headsOfLane(lane) end
   end
   redis.call('HDEL', stateKey, unpack(gone))
   redis.call('DEL', unpack(sets))
@@ -256,7 +290,7 @@ local function partyLeft(token, group)
     for j = i, math.min(i + BATCH - 1, #holders) do fields[#fields + 1] = 't:' .. holders[j] end
     redis.call('HDEL', stateKey, unpack(fields))
   end
-  groups = {}
+  groups, laneClocks, lockMean, meanRead = {}, {}, nil, true
 end
 
 -- join: a request of group with weight (1 to 1000) joins the parties.
@@ -268,9 +302,9 @@ local function join(token, group, held, weight)
     redis.call('HSET', stateKey, 'h:', held)
     keepState(true)
     groups = {}
+    local r = groupRecord('')
     local first, score = firstWaiter()
     if first and score < 0 then
-      local r = groupRecord('')
       for lane = 1, 9 do
         if peek(laneKey(lane)) then addLane('', r, lane) end
       end
@@ -289,7 +323,8 @@ local function enqueue(token, group, held, weight)
   join(token, group, held, weight)
   local lane = laneOf(token)
   if arrive(line(group, lane), token, lane) == 1 and groupedParties > 0 then
-    addLane(group, groupRecord(group), lane)
+    local r = groupRecord(group)
+    if lane > 0 and not r.clocks[lane] then addLane(group, r, lane) end
     place(group)
   end
 end
@@ -304,12 +339,26 @@ local function laneHead(lane)
   return peek(line(group, lane)), group
 end
 
+-- laneOldest is the oldest waiter of lane, with groups: lane 0's is the
+-- first of the order set scored from 0, another lane's the head of the
+-- line its heads set names first.
+local function laneOldest(lane)
+  if lane == 0 then return redis.call('ZRANGE', orderKey, 0, '+inf', 'BYSCORE', 'LIMIT', 0, 1)[1] end
+  local group = redis.call('ZRANGE', headsOfLane(lane), 0, 0)[1]
+  return group and peek(line(group, lane))
+end
+
+-- nextHead: with groups, a lane's head need not be its oldest waiter,
+-- whose level counts for the lane too (lib/lanes.lua).
 local function nextHead()
   local first, score = firstWaiter()
   if not first then return nil end
-  if score < 0 then return pickLane(laneHead) end
-  if groupedParties == 0 then return first, '' end
-  return laneHead(0)
+  if score >= 0 then
+    if groupedParties == 0 then return first, '' end
+    return laneHead(0)
+  end
+  if groupedParties == 0 then return pickLane(laneHead) end
+  return pickLane(laneHead, laneOldest)
 end
 
 local function popHead(token, group)
@@ -335,23 +384,34 @@ local function leave(token)
   return queued
 end
 
+-- setClock writes group r's clock in lane with fields, and moves the
+-- lane's clock up to at, if it is later.
+local function setClock(group, r, lane, at, fields)
+  fields[#fields + 1] = laneField('v', group, lane)
+  fields[#fields + 1] = clockText(r.clocks[lane])
+  if at and at > laneNow(lane) then
+    laneClocks[lane] = at
+    fields[#fields + 1] = vnowField(lane)
+    fields[#fields + 1] = clockText(at)
+  end
+  redis.call('HSET', stateKey, unpack(fields))
+end
+
 -- groupTook and groupFreed keep a group's permits and clock, for the
--- counted store. A grant charges n × the group's mean hold ÷ its weight,
--- and records when it was made and what it charged.
+-- counted store. A grant in lane p charges n × the group's mean hold ÷
+-- its weight to its clock there, and records when it was made and what it
+-- charged; the lane's clock moves up to the group's, before the charge. A
+-- group granted at once, from no groups set, starts to compete there.
 local function groupTook(token, group, n)
   if groupedParties == 0 then return end
   local r = groupRecord(group)
+  local lane = laneOf(token)
   r.held = r.held + n
-  local clock = r.clock or virtualNow()
-  local mean = r.mean
-  if not mean then
-    readClock()
-    mean = lockMean or 0
-  end
-  local charge = math.max(math.floor(n * mean / r.weight), 1)
-  vnow, r.clock, r.served = clock, clock + charge, true
-  redis.call('HSET', stateKey, 'h:' .. group, r.held, 's:' .. group, 1,
-    'v:' .. group, clockText(r.clock), 'vnow', clockText(clock), 't:' .. token, string.format('%d %d', nowUs(), charge))
+  local clock = r.clocks[lane]
+  if not r.members[lane] then clock = startClock(group, r, lane) end
+  local charge = math.max(math.floor(n * (r.mean or readMean() or 0) / r.weight), 1)
+  r.clocks[lane] = clock + charge
+  setClock(group, r, lane, clock, {'h:' .. group, r.held, 't:' .. token, string.format('%d %d', nowUs(), charge)})
   place(group)
 end
 
@@ -360,13 +420,12 @@ end
 local function usedSince(n, w, since) return math.floor(n * math.max(nowUs() - since, 0) / w) end
 
 -- A release (or expiry, or death) charges what the grant held, n × µs
--- held ÷ weight, less what was charged for it already, and updates the
--- means of the group and the lock. A holder granted before the groups
--- began has no record, and is charged nothing.
+-- held ÷ weight, less what was charged for it already, in its lane, and
+-- updates the means of the group and the lock. A holder granted before the
+-- groups began has no record, and is charged nothing.
 local function groupFreed(token, n)
   if groupedParties == 0 then return end
-  local f = redis.call('HMGET', stateKey, 'g:' .. token, 't:' .. token, 'vnow', 'mean')
-  if not vnow then vnow, lockMean = tonumber(f[3]) or 0, tonumber(f[4]) end
+  local f = redis.call('HMGET', stateKey, 'g:' .. token, 't:' .. token)
   local group = f[1] or ''
   local r = groupRecord(group)
   r.held = r.held - n
@@ -374,10 +433,12 @@ local function groupFreed(token, n)
     local since, charged = string.match(f[2], '^(%d+) (%d+)$')
     since = tonumber(since)
     local hold = math.max(nowUs() - since, 0)
+    local mean = readMean()
     r.mean = r.mean and math.floor(r.mean + (hold - r.mean) / 4) or hold
-    lockMean = lockMean and math.floor(lockMean + (hold - lockMean) / 8) or hold
-    r.clock = (r.clock or vnow) + usedSince(n, r.weight, since) - tonumber(charged)
-    redis.call('HSET', stateKey, 'h:' .. group, r.held, 'v:' .. group, clockText(r.clock), 'e:' .. group, r.mean, 'mean', lockMean)
+    lockMean = mean and math.floor(mean + (hold - mean) / 8) or hold
+    local lane = laneOf(token)
+    r.clocks[lane] = (r.clocks[lane] or laneNow(lane)) + usedSince(n, r.weight, since) - tonumber(charged)
+    setClock(group, r, lane, nil, {'h:' .. group, r.held, 'e:' .. group, r.mean, 'mean', lockMean})
   else
     redis.call('HSET', stateKey, 'h:' .. group, r.held)
   end
@@ -390,8 +451,9 @@ local function groupFreed(token, n)
 end
 
 -- chargeHolds charges each group what its holders have used beyond what
--- was charged for them, once per scan: a hold much longer than its group's
--- mean counts while it lasts, not only once it ends.
+-- was charged for them, once per scan, in the lane of each grant: a hold
+-- much longer than its group's mean counts while it lasts, not only once
+-- it ends.
 local function chargeHolds()
   if groupedParties == 0 then return end
   local holders = redis.call('ZRANGE', holdersKey, 0, BATCH - 1)
@@ -411,17 +473,21 @@ local function chargeHolds()
       local r = groupRecord(group)
       local used = usedSince(weight(token), r.weight, tonumber(since))
       if used > tonumber(charged) then
-        r.clock = (r.clock or virtualNow()) + used - tonumber(charged)
+        local lane = laneOf(token)
+        r.clocks[lane] = (r.clocks[lane] or laneNow(lane)) + used - tonumber(charged)
         writes[#writes + 1] = 't:' .. token
         writes[#writes + 1] = since .. ' ' .. string.format('%d', used)
-        moved[group] = true
+        moved[group] = moved[group] or {}
+        moved[group][lane] = true
       end
     end
   end
   if #writes == 0 then return end
-  for group in pairs(moved) do
-    writes[#writes + 1] = 'v:' .. group
-    writes[#writes + 1] = clockText(groups[group].clock)
+  for group, lanes in pairs(moved) do
+    for lane in pairs(lanes) do
+      writes[#writes + 1] = laneField('v', group, lane)
+      writes[#writes + 1] = clockText(groups[group].clocks[lane])
+    end
   end
   redis.call('HSET', stateKey, unpack(writes))
   for group in pairs(moved) do place(group, true) end
@@ -430,7 +496,10 @@ end
 local function keepQueue()
   keepFor(queueKey, keepTTL, false)
   keepFor(orderKey, keepTTL, false)
-  if groupedParties > 0 then keepFor(groupsKey, keepTTL, false) end
+  if groupedParties > 0 then
+    keepFor(groupsKey, keepTTL, false)
+    keepFor(idleKey, keepTTL, false)
+  end
 end
 
 -- keepLine keeps a waiter's line keepTTL ms more, and with groups its
@@ -445,6 +514,7 @@ local function keepLine(token)
   local lane = laneOf(token)
   if groupedParties > 0 and lane > 0 and not linesKept[lane] then
     keepFor(groupsOfLane(lane), keepTTL, false)
+    keepFor(headsOfLane(lane), keepTTL, false)
     linesKept[lane] = true
   end
 end
