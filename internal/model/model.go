@@ -108,18 +108,18 @@ type Lock struct {
 	// with the waiter granted: tests check the rule's bounds in it.
 	Check func(granted Request)
 
-	now      int64 // µs
-	used     int
-	holders  []*holder
-	waiters  []*waiter // in arrival order
-	dead     map[string]bool
-	grouped  int
-	groups   map[string]*group
-	partyOf  map[string]string // token -> group, for the parties that named one
-	lanes    [10]int64         // each lane's clock
-	mean     *int64            // the lock's mean hold
-	idle     map[string]int64  // "<lane>:<group>" -> clock
-	scanAt   *int64            // ms
+	now       int64 // µs
+	used      int
+	holders   []*holder
+	waiters   []*waiter // in arrival order
+	dead      map[string]bool
+	grouped   int
+	groups    map[string]*group
+	partyOf   map[string]string // token -> group, for the parties that named one
+	lanes     [10]int64         // each lane's clock
+	mean      *int64            // the lock's mean hold
+	idle      map[string]int64  // "<lane>:<group>" -> clock
+	scanAt    *int64            // ms
 	lastFence int64             // the last fence drawn
 }
 
