@@ -710,11 +710,16 @@ func keysWithoutTTL(t *testing.T, c *redistest.Cluster, pattern string) int {
 	return n
 }
 
-// testResharding moves the slot of a busy lock to another primary and back
-// while waiters drain it: MOVED and ASK (and TRYAGAIN for a multi-key script
-// whose keys are split mid-migration) must be followed or retried.
+// testResharding moves the slot of a busy mutex and a busy semaphore (one
+// name, so one slot) to another primary and back, 2 keys at a time with a
+// pause between the MIGRATEs, as redis-cli --cluster reshard does it: for
+// most of a move the locks' keys are split between the two nodes. MOVED and
+// ASK must be followed and TRYAGAIN (a command over split keys, which
+// Redis refused without running) retried, within the caller's context and
+// bounds: no caller sees them. It reports what the moves cost: the longest
+// time each lock went without a grant.
 func testResharding(t *testing.T, c *redistest.Cluster, client func() redis.UniversalClient) {
-	const name = "resharded"
+	const name, batch, pause = "resharded", 2, 25 * time.Millisecond
 	// Short TTLs: a Release that fails mid-migration costs at most a lease.
 	ls := newLockers(t, 3, client, failoverLockerOpts...)
 	slot := redistest.KeySlot("{" + name + "}")
@@ -729,22 +734,31 @@ func testResharding(t *testing.T, c *redistest.Cluster, client func() redis.Univ
 	tr := newTracker()
 	stop := make(chan struct{})
 	st := drain(ls, []string{name}, 2, tr, stop)
+	sem := drainSemaphore(t, ls, name, 2, 3, stop)
 	time.Sleep(300 * time.Millisecond)
 	g0 := st.grants.Load()
-	t0 := time.Now()
-	moved := c.MigrateSlot(t, slot, src, dst) // returns once every node agrees
-	took := time.Since(t0)
-	time.Sleep(500 * time.Millisecond)
-	t1 := time.Now()
-	back := c.MigrateSlot(t, slot, dst, src)
-	took += time.Since(t1)
-	time.Sleep(500 * time.Millisecond)
+	var moves []string
+	var semGap, mutexGap time.Duration
+	for i, from := range []*redistest.Server{src, dst} {
+		to := []*redistest.Server{dst, src}[i]
+		st.watch.from(time.Now())
+		sem.watch.from(time.Now())
+		t0 := time.Now()
+		n := c.MigrateSlot(t, slot, from, to, batch, pause) // returns once every node agrees
+		moves = append(moves, fmt.Sprintf("%s→%s, %d keys in %v", from.Addr, to.Addr, n, time.Since(t0).Round(time.Millisecond)))
+		time.Sleep(500 * time.Millisecond)
+		mutexGap, semGap = max(mutexGap, st.watch.close(time.Now())), max(semGap, sem.watch.close(time.Now()))
+	}
 	g1 := st.grants.Load()
 	close(stop)
 	st.wg.Wait()
-	t.Logf("resharding: slot %d moved %s→%s (%d keys) and back (%d keys), %v of migration until every node agreed, during a drain (lease/waiter TTL 1s): %d grants during/after, %d overlaps, %d fence regressions, max Acquire %v (bound %v)",
-		slot, src.Addr, dst.Addr, moved, back, took.Round(time.Millisecond), g1-g0, tr.overlaps, tr.regress, time.Duration(st.maxWait.Load()).Round(time.Millisecond), attemptBound)
-	t.Logf("resharding: errors returned to callers: %d Acquire, %d Release: %s", st.acquireErrs.Load(), st.releaseErrs.Load(), st.firstErr())
+	sem.wg.Wait()
+	t.Logf("resharding: slot %d moved %v, %d keys a MIGRATE, %v apart, during a drain (lease/waiter TTL 1s): %d grants during/after, %d overlaps, %d fence regressions, max Acquire %v (bound %v)",
+		slot, moves, batch, pause, g1-g0, tr.overlaps, tr.regress, time.Duration(st.maxWait.Load()).Round(time.Millisecond), attemptBound)
+	t.Logf("resharding: longest time without a grant, from each move's start to 500 ms after it: mutex %v, semaphore %v (%d grants)",
+		mutexGap.Round(time.Millisecond), semGap.Round(time.Millisecond), sem.grants.Load())
+	t.Logf("resharding: errors returned to callers: %d Acquire, %d Release on the mutex, %d on the semaphore: %s %s",
+		st.acquireErrs.Load(), st.releaseErrs.Load(), sem.acquireErrs.Load()+sem.releaseErrs.Load(), st.firstErr(), sem.firstErr())
 	// After the slot moved, the server ended every shard subscription of it
 	// (an unsolicited SUNSUBSCRIBE). Do hand-offs still come by message?
 	var lat []string
@@ -775,7 +789,7 @@ func testResharding(t *testing.T, c *redistest.Cluster, client func() redis.Univ
 		lat = append(lat, d.Round(time.Millisecond).String())
 	}
 	t.Logf("resharding: hand-offs after the slot moved: %d/5 under 50 ms (by message), latencies %v, heartbeat %v", byMsg, lat, ls[0].Heartbeat())
-	if g1 == g0 {
+	if g1 == g0 || sem.grants.Load() == 0 {
 		t.Errorf("no grant during or after resharding")
 	}
 	if tr.overlaps != 0 || tr.regress != 0 {
@@ -784,6 +798,80 @@ func testResharding(t *testing.T, c *redistest.Cluster, client func() redis.Univ
 	if st.hangs.Load() != 0 {
 		t.Errorf("%d Acquire calls hit the %v bound", st.hangs.Load(), attemptBound)
 	}
+	if n := st.acquireErrs.Load() + st.releaseErrs.Load() + sem.acquireErrs.Load() + sem.releaseErrs.Load(); n != 0 {
+		t.Errorf("%d calls returned an error during the migrations: %s %s", n, st.firstErr(), sem.firstErr())
+	}
+}
+
+// A grantGaps keeps the longest time between grants in a window.
+type grantGaps struct {
+	mu          sync.Mutex
+	start, last time.Time
+	longest     time.Duration
+	watching    bool
+}
+
+func (g *grantGaps) from(at time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.start, g.last, g.longest, g.watching = at, at, 0, true
+}
+
+func (g *grantGaps) granted(at time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.watching {
+		g.longest, g.last = max(g.longest, at.Sub(g.last)), at
+	}
+}
+
+// close ends the window at at, and returns its longest gap.
+func (g *grantGaps) close(at time.Time) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.longest, g.watching = max(g.longest, at.Sub(g.last)), false
+	return g.longest
+}
+
+// drainSemaphore runs workers on the semaphore called name of capacity
+// permits, spread over ls, each taking 1 permit, holding it 1 ms, until
+// stop.
+func drainSemaphore(t *testing.T, ls []*fairlock.Locker, name string, capacity, workers int, stop <-chan struct{}) *drainStats {
+	st := &drainStats{}
+	for w := range workers {
+		sem, err := ls[w%len(ls)].Semaphore(name, capacity)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), attemptBound)
+				lease, err := sem.Acquire(ctx, 1)
+				cancel()
+				if err != nil {
+					st.acquireErrs.Add(1)
+					st.noteErr(err)
+					time.Sleep(20 * time.Millisecond)
+					continue
+				}
+				st.grants.Add(1)
+				st.watch.granted(time.Now())
+				time.Sleep(time.Millisecond)
+				rctx, rcancel := context.WithTimeout(context.Background(), 2*time.Second)
+				if err := lease.Release(rctx); err != nil {
+					st.releaseErrs.Add(1)
+					st.noteErr(fmt.Errorf("release: %w", err))
+				}
+				rcancel()
+			}
+		})
+	}
+	return st
 }
 
 var (
@@ -801,6 +889,7 @@ type drainStats struct {
 	hangs       atomic.Int64 // Acquire calls that hit attemptBound
 	placeLost   atomic.Int64 // Acquire calls that returned ErrPlaceLost, which it never should
 	maxWait     atomic.Int64 // longest Acquire, ns
+	watch       grantGaps    // the longest time between grants
 	errMu       sync.Mutex
 	errs        map[string]int
 }
@@ -877,6 +966,7 @@ func drain(ls []*fairlock.Locker, names []string, perName int, tr *tracker, stop
 						continue
 					}
 					st.grants.Add(1)
+					st.watch.granted(time.Now())
 					tr.granted(lease)
 					time.Sleep(time.Millisecond)
 					tr.leaving(lease)

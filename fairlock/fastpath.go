@@ -33,6 +33,7 @@ const (
 	fastHeld               // someone holds it
 	fastQueued             // it was free with waiters queued, and is theirs now
 	fastSessionGone        // Redis no longer has the session: start another
+	fastMigrating          // a slot migration split the lock's keys: queue with the script, which waits for it
 )
 
 // fastAcquire runs the fast path for w, and returns the fence of a grant.
@@ -41,6 +42,17 @@ func (l *Locker) fastAcquire(ctx context.Context, w *waiter, open []any) (fence 
 	ref := w.ref
 	defer ref.trying.Store(false)
 	found, fence, took, err := l.fastSend(ctx, w, open)
+	if redis.IsTryAgainError(err) {
+		// Redis ran none of the commands over several keys; the SET,
+		// which has one, may have taken the lock: it goes back.
+		ref.markBusy(l.cfg.heartbeat())
+		if took {
+			if err := l.cancelToken(ctx, ref, w.session, w.token, false, false); err != nil {
+				return 0, 0, err
+			}
+		}
+		return 0, fastMigrating, nil
+	}
 	if err != nil {
 		return 0, 0, err
 	}

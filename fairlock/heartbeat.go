@@ -59,13 +59,13 @@ func (l *Locker) beat() {
 				if len(c.leases) == 1 {
 					e.Name, e.Lock = c.leases[0].ref.name, c.leases[0].ref.kind.lock
 				}
-				l.cfg.observe(e)
+				l.heartbeatFailed(e)
 			}
 		}
 		for _, r := range p.renewals {
 			switch held, err := r.cmd.Int(); {
 			case err != nil:
-				l.cfg.observe(Event{Kind: EventHeartbeatFailed, Name: r.lease.ref.name, Lock: r.lease.ref.kind.lock, Err: err})
+				l.heartbeatFailed(Event{Kind: EventHeartbeatFailed, Name: r.lease.ref.name, Lock: r.lease.ref.kind.lock, Err: err})
 			case held == 1:
 				r.lease.renewed(sent)
 			default:
@@ -335,7 +335,7 @@ func (l *Locker) applyHeartbeat(c *heartbeatCall) {
 		st, err = parseInts(res, len(c.waiters))
 	}
 	if err != nil {
-		l.cfg.observe(Event{Kind: EventHeartbeatFailed, Name: c.ref.name, Lock: c.ref.kind.lock, Err: err})
+		l.heartbeatFailed(Event{Kind: EventHeartbeatFailed, Name: c.ref.name, Lock: c.ref.kind.lock, Err: err})
 		return
 	}
 	type move struct {
@@ -387,7 +387,7 @@ func (l *Locker) applyQueueCheck(q *queueCheck, gone map[*waiter]bool) {
 		err = fmt.Errorf("fairlock: ZMSCORE replied %d scores for %d waiters", len(scores), len(q.waiters))
 	}
 	if err != nil {
-		l.cfg.observe(Event{Kind: EventHeartbeatFailed, Name: q.ref.name, Lock: q.ref.kind.lock, Err: err})
+		l.heartbeatFailed(Event{Kind: EventHeartbeatFailed, Name: q.ref.name, Lock: q.ref.kind.lock, Err: err})
 		return
 	}
 	l.books.mu.Lock()
@@ -404,7 +404,7 @@ func (l *Locker) applyQueueCheck(q *queueCheck, gone map[*waiter]bool) {
 func (l *Locker) applyMarks(m *markRead, gone map[*waiter]bool) {
 	marks, err := m.cmd.Result()
 	if err != nil {
-		l.cfg.observe(Event{Kind: EventHeartbeatFailed, Err: err})
+		l.heartbeatFailed(Event{Kind: EventHeartbeatFailed, Err: err})
 		return
 	}
 	l.books.mu.Lock()
@@ -441,6 +441,18 @@ func (l *Locker) askGone(ctx context.Context, gone map[*waiter]bool) {
 	for _, c := range p.calls {
 		l.applyHeartbeat(c)
 	}
+}
+
+// heartbeatFailed reports a part of a heartbeat that failed, but for
+// TRYAGAIN: a command whose keys a slot migration has split was not run,
+// and the heartbeat runs again in a moment (retryPause) instead, as the
+// migration moves the rest of the keys.
+func (l *Locker) heartbeatFailed(e Event) {
+	if redis.IsTryAgainError(e.Err) {
+		time.AfterFunc(retryPause, l.kickHeartbeat)
+		return
+	}
+	l.cfg.observe(e)
 }
 
 // delivered routes a grant message to the waiters it names.

@@ -3,6 +3,7 @@ package fairlock
 import (
 	"context"
 	"strings"
+	"time"
 
 	"github.com/fairlock/fairlock/scripts"
 	"github.com/redis/go-redis/v9"
@@ -83,8 +84,37 @@ type onceCmd struct{ *redis.Cmd }
 
 func (onceCmd) NoRetry() bool { return true }
 
-// run sends the script with args, made by lockRef.call, on c.
+// retryPause is how long a call waits before it sends again a command
+// that Redis refused with TRYAGAIN: during a slot migration, a command
+// whose keys are split between the two nodes is refused, not run, until
+// the rest of its keys have moved, which takes a MIGRATE or two.
+const retryPause = 5 * time.Millisecond
+
+// run sends the script with args, made by lockRef.call, on c. TRYAGAIN
+// means Redis did not run it, so it is sent again, whatever the mode,
+// until ctx ends.
 func (s *luaScript) run(ctx context.Context, c caller, args []any, mode runMode) *redis.Cmd {
+	for {
+		cmd := s.runOnce(ctx, c, args, mode)
+		if !redis.IsTryAgainError(cmd.Err()) || sleep(ctx, retryPause) != nil {
+			return cmd
+		}
+	}
+}
+
+// sleep waits d, or until ctx ends, and then returns its error.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *luaScript) runOnce(ctx context.Context, c caller, args []any, mode runMode) *redis.Cmd {
 	args[0], args[1] = "evalsha", s.sha
 	if mode == readOnly {
 		args[0] = "evalsha_ro"
@@ -99,7 +129,7 @@ func (s *luaScript) run(ctx context.Context, c caller, args []any, mode runMode)
 	}
 	if err := cmd.Err(); mode == readOnly && err != nil && strings.Contains(err.Error(), "not allowed in read-only scripts") {
 		// miniredis (so fairlocktest) counts TIME as a write; Redis does not.
-		return s.run(ctx, c, args, retried)
+		return s.runOnce(ctx, c, args, retried)
 	}
 	return cmd
 }

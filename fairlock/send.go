@@ -110,6 +110,8 @@ func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Le
 		return nil, true, ctxError(ctx, a.fail(w, failed("acquire", w.ref.name, err), true))
 	case outcome == fastSessionGone:
 		return nil, false, a.l.sessionGone(w)
+	case outcome == fastMigrating:
+		return nil, false, nil // the session's opening may not have run either
 	case outcome == fastGranted:
 		if open != nil {
 			a.l.confirm(w.session, w.sent, true, true)

@@ -443,6 +443,6 @@ func (l *Locker) renewalFailed(s *session, err error) {
 	}
 	l.books.mu.Unlock()
 	for ref := range refs {
-		l.cfg.observe(Event{Kind: EventHeartbeatFailed, Name: ref.name, Lock: ref.kind.lock, Err: err})
+		l.heartbeatFailed(Event{Kind: EventHeartbeatFailed, Name: ref.name, Lock: ref.kind.lock, Err: err})
 	}
 }

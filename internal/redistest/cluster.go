@@ -406,9 +406,10 @@ func KeySlot(key string) int {
 
 // MigrateSlot moves one slot from primary src to primary dst the way
 // `redis-cli --cluster reshard` does (SETSLOT IMPORTING/MIGRATING, MIGRATE
-// the keys in batches, SETSLOT NODE on every primary), so clients see ASK,
-// TRYAGAIN and then MOVED. It returns the number of keys moved.
-func (c *Cluster) MigrateSlot(t testing.TB, slot int, src, dst *Server) int {
+// the keys batch at a time, pause apart, SETSLOT NODE on every primary),
+// so clients see ASK, TRYAGAIN and then MOVED. It returns the number of
+// keys moved.
+func (c *Cluster) MigrateSlot(t testing.TB, slot int, src, dst *Server, batch int, pause time.Duration) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -432,7 +433,7 @@ func (c *Cluster) MigrateSlot(t testing.TB, slot int, src, dst *Server) int {
 	}
 	moved := 0
 	for {
-		keys, err := s.ClusterGetKeysInSlot(ctx, slot, 100).Result()
+		keys, err := s.ClusterGetKeysInSlot(ctx, slot, batch).Result()
 		if err != nil {
 			t.Fatalf("getkeysinslot: %v", err)
 		}
@@ -447,6 +448,7 @@ func (c *Cluster) MigrateSlot(t testing.TB, slot int, src, dst *Server) int {
 			t.Fatalf("migrate: %v", err)
 		}
 		moved += len(keys)
+		time.Sleep(pause)
 	}
 	// The new owner first, then the old one, then everyone else.
 	order := []*Server{dst, src}
