@@ -3,11 +3,15 @@ package fairlock_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fairlock/fairlock/fairlock"
 	"github.com/fairlock/fairlock/internal/redistest"
+	"github.com/fairlock/fairlock/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -187,4 +191,98 @@ func TestNoGhostWaiterAfterARollback(t *testing.T) {
 			released(t, s)
 		})
 	}
+}
+
+// Without a rollback, no session is given up for one: 8 goroutines of a
+// fresh Locker (heartbeat 25 ms) open its session together (each request
+// may open it) and cycle on mutexes and a semaphore, releasing and
+// withdrawing as they go, for 1 s; the count their calls keep in Redis
+// never falls behind the Locker's.
+func TestNoRollbackWithoutOne(t *testing.T) {
+	srv := redistest.Start(t)
+	var warnings, lost atomic.Int64
+	obs := func(e fairlock.Event) {
+		switch e.Kind {
+		case fairlock.EventWarning:
+			warnings.Add(1)
+		case fairlock.EventLost:
+			lost.Add(1)
+		}
+	}
+	l := newLocker(t, srv.Client(t), fairlock.WithLeaseTTL(75*time.Millisecond), fairlock.WithWaiterTTL(75*time.Millisecond), fairlock.WithObserver(obs))
+	sem, err := l.Semaphore("sem", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := withTimeout(t, time.Second)
+	var wg sync.WaitGroup
+	var cycles atomic.Int64
+	for i := range 8 {
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				cctx, cancel := context.WithTimeout(ctx, 5*time.Millisecond) // some give up while queued
+				var s *fairlock.Lease
+				var err error
+				if i%2 == 0 {
+					s, err = l.Acquire(cctx, fmt.Sprintf("m%d", i%3))
+				} else {
+					s, err = sem.Acquire(cctx, 1)
+				}
+				cancel()
+				if err == nil {
+					s.Release(context.Background()) //nolint:errcheck // counted by the observer if lost
+					cycles.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("%d cycles, %d warnings, %d leases lost", cycles.Load(), warnings.Load(), lost.Load())
+	if warnings.Load() != 0 {
+		t.Fatalf("%d warnings without a rollback (a session given up for one)", warnings.Load())
+	}
+}
+
+// A request that opens a session may reach Redis after another opened it
+// and a release counted itself there: it must not start the count again,
+// or the next renewal takes the shortfall for a rollback and gives the
+// session up. A semaphore's first Acquire is held in the network while a
+// mutex's fast path opens the same session, takes and releases the lock.
+func TestLateOpeningKeepsTheCount(t *testing.T) {
+	srv := redistest.Start(t)
+	px := redistest.StartProxy(t, srv.Addr)
+	c := redis.NewClient(&redis.Options{Addr: px.Addr})
+	t.Cleanup(func() { c.Close() })
+	var warnings atomic.Int64
+	l := newLocker(t, c, fairlock.WithObserver(func(e fairlock.Event) {
+		if e.Kind == fairlock.EventWarning {
+			warnings.Add(1)
+		}
+	}))
+	ctx := withTimeout(t, 10*time.Second)
+	sem, err := l.Semaphore("late", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := px.HoldRequest(redis.NewScript(scripts.Counted.Acquire).Hash())
+	first := make(chan error, 1)
+	go func() {
+		s, err := sem.Acquire(ctx, 1)
+		if err == nil {
+			err = s.Release(ctx)
+		}
+		first <- err
+	}()
+	<-held.Caught()
+	released(t, mustAcquire(t, l, "late")) // opens the session, and counts a release
+	held.Release()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	s := mustAcquire(t, l, "late")
+	time.Sleep(3 * l.Heartbeat())
+	if warnings.Load() != 0 || s.Err() != nil {
+		t.Fatalf("a late opening of the session: %d warnings, lease %v", warnings.Load(), s.Err())
+	}
+	released(t, s)
 }
