@@ -28,7 +28,13 @@ package fairlock_test
 //   - a command sent to Redis a second time, later, as go-redis's retry
 //     does (the scripts go-redis may retry);
 //   - one connection cut;
-//   - full memory switched on and off (noeviction, maxmemory 1).
+//   - full memory switched on and off (noeviction, maxmemory 1);
+//   - rollback: Redis is a primary and a replica behind a front proxy that
+//     every Locker's own proxy dials; replication may be stalled (writes
+//     from then on are on the primary only), the replica promoted in a
+//     failover (the primary killed, the front proxy sent to the replica),
+//     or the primary restarted from an older snapshot (SAVE, then later
+//     SIGKILL and a restart that loads it).
 //
 // After every step, reading Redis with a raw client:
 //   - every key has an expiry;
@@ -43,9 +49,13 @@ package fairlock_test
 //     groups set lists each group at the member and clock its state says;
 //   - permits held never exceed the capacity, and a writer holds alone; no
 //     group holds more than its limit;
-//   - no fence is handed out twice, a seeded fence counter is at least
-//     every fence seen, and a grant's fence exceeds those of the grants
-//     released before its Acquire began;
+//   - no fence is handed out twice, a fence counter is at least every
+//     fence seen (but after a rollback, until the lock's next grant), and
+//     a grant's fence exceeds those of the grants returned before its
+//     Acquire began, across rollbacks too;
+//   - a lease whose Release succeeded is never a live holder again, but
+//     within T_lease + 2 heartbeats of a rollback (the bound the README
+//     states; its Locker gives up a session whose writes Redis lost);
 //   - live waiters are granted in arrival order, with the head-of-line
 //     rule: a later waiter of the same generation (no fault in between, a
 //     live Locker, never requeued), of the same group and of the same
@@ -170,12 +180,13 @@ type smLease struct {
 type smGrant struct {
 	fence    int64
 	started  time.Time // when its Acquire began
+	returned time.Time // when its Acquire returned
 	released time.Time // zero while held
 }
 
 type machine struct {
 	t       *testing.T
-	srv     *redistest.Server
+	pair    *redistest.Pair // the Lockers' proxies dial its front proxy
 	rdb     *redis.Client
 	reader  *fairlock.Locker // on rdb, for Inspect
 	lockers []*smLocker
@@ -186,6 +197,13 @@ type machine struct {
 	leases  []*smLease
 	grants  map[int][]*smGrant // by lock
 	maxSeen map[int]int64
+	// lagging marks the locks whose fence counter a rollback may have set
+	// back, until their next grant; releasedOK the leases whose Release
+	// succeeded, by token; rolledAt when the last rollback took effect.
+	lagging    map[int]bool
+	releasedOK map[string]bool
+	rolledAt   time.Time
+	stalled    bool // replication is stalled
 	// The longest lease TTL, waiter TTL and heartbeat of the Lockers: the
 	// bounds that hold whichever Locker a party belongs to.
 	maxLease, maxWaiter, maxBeat time.Duration
@@ -227,10 +245,20 @@ var smMarkers, smRetried = func() (all, retried []string) {
 }()
 
 func (m *machine) init(rt *rapid.T) {
+	if m.stalled {
+		m.t.Logf("%s resume on %s", time.Now().Format("15:04:05.000"), m.pair.Primary.Addr)
+		m.pair.Resume(m.t)
+		m.stalled = false
+	}
 	m.rdb.FlushAll(context.Background())
+	// The snapshot a RestoreSnapshot of this case goes back to, at the
+	// latest: empty, not a former case's data.
+	m.pair.Primary.Save(m.t)
+	m.pair.WaitSynced(m.t)
 	m.lockers = nil
 	m.calls, m.leases, m.held = nil, nil, nil
 	m.grants, m.maxSeen = map[int][]*smGrant{}, map[int]int64{}
+	m.lagging, m.releasedOK, m.rolledAt = map[int]bool{}, map[string]bool{}, time.Time{}
 	m.mu.Lock()
 	m.pending = map[[2]int]*smCall{}
 	m.mu.Unlock()
@@ -246,7 +274,7 @@ func (m *machine) init(rt *rapid.T) {
 // own.
 func (m *machine) addLocker(rt *rapid.T) {
 	i := len(m.lockers)
-	px := redistest.StartProxy(m.t, m.srv.Addr)
+	px := redistest.StartProxy(m.t, m.pair.Proxy.Addr)
 	retry := rapid.Bool().Draw(rt, fmt.Sprintf("retry%d", i))
 	lease := rapid.SampledFrom(smTTLs).Draw(rt, fmt.Sprintf("lease%d", i))
 	waiter := rapid.SampledFrom(smTTLs).Draw(rt, fmt.Sprintf("waiter%d", i))
@@ -530,11 +558,14 @@ func (m *machine) granted(rt *rapid.T, c *smCall, s *fairlock.Lease) {
 		if g.fence == s.Fence() {
 			rt.Fatalf("fence %d of %s handed out twice", s.Fence(), smLocks[c.lock].name)
 		}
-		if !g.released.IsZero() && g.released.Before(c.started) && g.fence >= s.Fence() {
-			rt.Fatalf("fence %d of %s not above %d, released before the Acquire began", s.Fence(), smLocks[c.lock].name, g.fence)
+		if g.returned.Before(c.started) && g.fence >= s.Fence() {
+			rt.Fatalf("fence %d of %s not above %d, handed out before the Acquire began", s.Fence(), smLocks[c.lock].name, g.fence)
 		}
 	}
-	m.grants[c.lock] = append(m.grants[c.lock], &smGrant{fence: s.Fence(), started: c.started})
+	if s.Fence() > m.maxSeen[c.lock] {
+		delete(m.lagging, c.lock)
+	}
+	m.grants[c.lock] = append(m.grants[c.lock], &smGrant{fence: s.Fence(), started: c.started, returned: c.returned})
 	m.valid.began(fmt.Sprintf("locker %d's %s", c.locker, s.Token()), s.Token(), c.lock, c.permits, c.started, c.returned)
 	if !m.lockers[c.locker].observed {
 		valid := m.valid // this test case's: the lease may end after it
@@ -564,6 +595,9 @@ func (m *machine) Release(rt *rapid.T) {
 	defer cancel()
 	m.valid.ended(s.lease.Token(), "released", time.Now()) // its holder no longer acts under it
 	err := s.lease.Release(ctx)
+	if err == nil {
+		m.releasedOK[s.lease.Token()] = true
+	}
 	if err != nil && !errors.Is(err, fairlock.ErrNotHeld) && !m.lockers[s.locker].dead && m.sinceFault() > m.maxLease {
 		rt.Fatalf("Release of a lease of a live Locker: %v", err)
 	}
@@ -776,6 +810,73 @@ func (m *machine) FlushAll(rt *rapid.T) {
 	m.fault()
 }
 
+// Stall stops replication: the writes from now on are on the primary
+// only, until a failover loses them.
+func (m *machine) Stall(rt *rapid.T) {
+	if m.stalled {
+		rt.Skip("replication stalled already")
+	}
+	m.pair.Stall(m.t)
+	m.stalled = true
+	m.t.Logf("%s stall on %s", time.Now().Format("15:04:05.000"), m.pair.Primary.Addr)
+}
+
+// Failover promotes the replica: Redis goes back to the moment
+// replication stalled.
+func (m *machine) Failover(rt *rapid.T) {
+	if !m.stalled {
+		rt.Skip("replication is not stalled: nothing to lose")
+	}
+	ctx := context.Background()
+	lag, err := redistest.ReplicationLag(ctx, m.pair.Primary, m.pair.Replica)
+	m.valid.log("", fmt.Sprintf("%s failover, lag %d (%v)", time.Now().Format("15:04:05.000000"), lag, err))
+	m.pair.Failover(m.t)
+	m.t.Logf("%s failover to %s, lag %d", time.Now().Format("15:04:05.000"), m.pair.Primary.Addr, lag)
+	m.stalled = false
+	m.rolledBack(lag > 0 || err != nil, "rollback-failover")
+	m.pair.WaitSynced(m.t)
+}
+
+// Snapshot saves the primary's data, for RestoreSnapshot.
+func (m *machine) Snapshot(rt *rapid.T) { m.pair.Primary.Save(m.t) }
+
+// RestoreSnapshot kills the primary and restarts it from its last
+// snapshot (the one it took, or a replica's last sync if it was one): the
+// writes since are lost.
+func (m *machine) RestoreSnapshot(rt *rapid.T) {
+	changes := int64(1)
+	for _, line := range strings.Split(m.rdb.Info(context.Background(), "persistence").Val(), "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "rdb_changes_since_last_save:"); ok {
+			fmt.Sscan(v, &changes)
+		}
+	}
+	m.valid.log("", fmt.Sprintf("%s restart from snapshot, %d changes since", time.Now().Format("15:04:05.000000"), changes))
+	m.pair.Primary.RestartFromSnapshot(m.t)
+	m.t.Logf("%s restored %s, %d changes lost", time.Now().Format("15:04:05.000"), m.pair.Primary.Addr, changes)
+	m.stalled = false
+	m.rolledBack(changes > 0, "rollback-snapshot")
+	m.pair.WaitSynced(m.t)
+}
+
+// rolledBack records a rollback: the leases valid before it are out of
+// the validity check, as after a FLUSHALL, the fence counters may lag,
+// and the server's settings are put back.
+func (m *machine) rolledBack(tookEffect bool, class string) {
+	now := time.Now()
+	m.valid.cut(now)
+	for lock := range smLocks {
+		m.lagging[lock] = true
+	}
+	if tookEffect {
+		m.hit(class)
+		m.rolledAt = now
+	}
+	if m.full {
+		setFullMemory(m.t, m.rdb, true)
+	}
+	m.fault()
+}
+
 // Wait lets whatever is held go, then time pass beyond every TTL, and
 // checks that Redis holds only what the test knows of.
 func (m *machine) Wait(rt *rapid.T) {
@@ -823,7 +924,29 @@ func (m *machine) Check(rt *rapid.T) {
 	m.harvest(rt)
 	m.checkRedis(rt)
 	m.checkFIFO(rt)
+	m.checkReleased(rt)
 	m.valid.check(rt)
+}
+
+// checkReleased: a lease whose Release succeeded holds nothing in Redis,
+// but within the bound after a rollback that brought its grant back.
+func (m *machine) checkReleased(rt *rapid.T) {
+	if len(m.releasedOK) == 0 || (!m.rolledAt.IsZero() && time.Since(m.rolledAt) < m.maxLease+2*m.maxBeat+slack) {
+		return
+	}
+	ctx := context.Background()
+	for _, lk := range smLocks {
+		st, err := m.reader.Inspect(ctx, lk.kind, lk.name)
+		if err != nil {
+			continue // a fault under way; the next check reads again
+		}
+		for _, h := range st.Holders {
+			if m.releasedOK[h.Token] {
+				rt.Fatalf("%s: %s, released, is a live holder %v after the last rollback: events %v; faults %v", lk.name, h.Token,
+					time.Since(m.rolledAt).Round(time.Millisecond), m.valid.events[h.Token], m.valid.events[""])
+			}
+		}
+	}
 }
 
 // checkFIFO: among waiters of one generation, never requeued, on live
@@ -938,13 +1061,12 @@ func (m *machine) checkRedis(rt *rapid.T) {
 		} else {
 			m.checkLines(rt, lk, base, r[0], map[string]string{}, lanes, r[4:])
 		}
-		// A counter below the seed floor (counted up from a lost key by a
-		// call whose reply was lost) is seeded from the clock by the next
-		// grant, above every fence before.
-		if len(fence) == 1 {
+		// A counter a rollback set back is below the fences seen until the
+		// next grant, which draws from the clock, above every fence before.
+		if len(fence) == 1 && !m.lagging[lock] {
 			var f int64
 			fmt.Sscan(fence[0], &f)
-			if f >= fenceFloor && f < m.maxSeen[lock] {
+			if f < m.maxSeen[lock] {
 				rt.Fatalf("%s: fence counter %d below a fence handed out, %d", lk.name, f, m.maxSeen[lock])
 			}
 		}
@@ -1146,9 +1268,6 @@ func (m *machine) checkClocks(rt *rapid.T, lk smLock, state map[string]string, h
 	}
 }
 
-// fenceFloor is scripts.FenceFloor: counters below it were never seeded.
-const fenceFloor = 1_000_000_000_000
-
 func tokenWeight(token string) int {
 	if _, n, ok := strings.Cut(token, "#"); ok {
 		var w int
@@ -1268,8 +1387,10 @@ func TestStateMachine(t *testing.T) {
 	// A budget that fits CI: -rapid.checks and -rapid.steps raise it.
 	setDefault("rapid.checks", "12")
 	setDefault("rapid.steps", "25")
-	srv := redistest.Start(t)
-	m := &machine{t: t, srv: srv, rdb: srv.Client(t), hits: map[string]int{}}
+	pair := redistest.StartPair(t)
+	rdb := redis.NewClient(&redis.Options{Addr: pair.Proxy.Addr})
+	t.Cleanup(func() { rdb.Close() })
+	m := &machine{t: t, pair: pair, rdb: rdb, hits: map[string]int{}}
 	m.reader = newLocker(t, m.rdb)
 	steps := 0
 	actions := rapid.StateMachineActions(m)
@@ -1277,7 +1398,7 @@ func TestStateMachine(t *testing.T) {
 	// uniformly): a fault armed on the network takes effect only if its
 	// Locker sends what it waits for meanwhile.
 	for name, weight := range map[string]int{"HoldRequest": 4, "HoldReply": 4, "LoseReply": 4, "ReleaseHeld": 4,
-		"Duplicate": 2, "Kill": 2, "FullMemory": 2, "ScriptFlush": 2} {
+		"Duplicate": 2, "Kill": 2, "FullMemory": 2, "ScriptFlush": 2, "Stall": 3, "Failover": 3, "RestoreSnapshot": 2} {
 		for i := 1; i < weight; i++ {
 			actions[fmt.Sprintf("%s%d", name, i)] = actions[name]
 		}
