@@ -56,7 +56,10 @@
 //     most one heartbeat.
 //   - A call that failed holds nothing once its session's TTL has passed.
 //   - Every key has a TTL. Fences strictly increase per lock, in grant
-//     order, even after Redis lost its data.
+//     order, even after Redis lost its data or went back to an older state.
+//   - A release that a failover or a restart from an older snapshot lost
+//     holds nothing: the Locker finds the loss at its next renewal and
+//     gives up the session it was in.
 //
 // A holder paused longer than its lease's margin (see Lease) can act after
 // its lock passed on, a failover of an asynchronously replicated Redis can

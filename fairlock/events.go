@@ -17,7 +17,7 @@ const (
 	EventHeartbeatFailed                      // a heartbeat call failed; Err
 	EventCancelled                            // a waiter gave up or lost its place; Err, Wait, Queued
 	EventMoved                                // the place of a waiter that asked for it (OnPosition) changed; Position
-	EventWarning                              // the Locker goes on despite a risk it found in Redis's settings; Err
+	EventWarning                              // the Locker goes on despite a risk it found in Redis's settings, or gave a session up because Redis lost writes it had answered; Err
 )
 
 var eventNames = [...]string{"", "enqueued", "granted", "released", "lost", "renewed", "heartbeat-failed", "cancelled", "moved", "warning"}

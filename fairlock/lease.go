@@ -16,10 +16,12 @@ func (s *Lease) Name() string { return s.ref.name }
 func (s *Lease) Token() string { return s.token }
 
 // Fence is this grant's fencing token. Fences of one lock name strictly
-// increase over all grants, even across expiry of every key and a Redis
-// that lost its data: the counter grows with every grant (an Acquire that
-// found the lock taken may have skipped a number) and starts from the
-// Redis server's time in microseconds whenever it is created anew.
+// increase over all grants, even across expiry of every key, a Redis that
+// lost its data, and one that went back to an older state (a failover to
+// a replica that missed the last grants, a restart from an older
+// snapshot): each is the last one plus 1, or the Redis server's time in
+// microseconds if that is more, so they grow as long as the server's clock
+// does not go back across the loss.
 // Pass it to the storage the lock guards, and have the storage reject
 // writes with a fence older than the newest it has seen.
 func (s *Lease) Fence() int64 { return s.fence }

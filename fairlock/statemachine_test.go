@@ -202,7 +202,8 @@ type machine struct {
 	// succeeded, by token; rolledAt when the last rollback took effect.
 	lagging    map[int]bool
 	releasedOK map[string]bool
-	rolledAt   time.Time
+	rolledAt   time.Time // the last rollback that lost writes
+	rollbackAt time.Time // the last rollback, whether or not it lost any
 	stalled    bool // replication is stalled
 	// The longest lease TTL, waiter TTL and heartbeat of the Lockers: the
 	// bounds that hold whichever Locker a party belongs to.
@@ -258,7 +259,7 @@ func (m *machine) init(rt *rapid.T) {
 	m.lockers = nil
 	m.calls, m.leases, m.held = nil, nil, nil
 	m.grants, m.maxSeen = map[int][]*smGrant{}, map[int]int64{}
-	m.lagging, m.releasedOK, m.rolledAt = map[int]bool{}, map[string]bool{}, time.Time{}
+	m.lagging, m.releasedOK, m.rolledAt, m.rollbackAt = map[int]bool{}, map[string]bool{}, time.Time{}, time.Time{}
 	m.mu.Lock()
 	m.pending = map[[2]int]*smCall{}
 	m.mu.Unlock()
@@ -562,7 +563,8 @@ func (m *machine) granted(rt *rapid.T, c *smCall, s *fairlock.Lease) {
 			rt.Fatalf("fence %d of %s not above %d, handed out before the Acquire began", s.Fence(), smLocks[c.lock].name, g.fence)
 		}
 	}
-	if s.Fence() > m.maxSeen[c.lock] {
+	if s.Fence() > m.maxSeen[c.lock] && c.started.After(m.rollbackAt) {
+		// Drawn after the last rollback: the counter has caught up.
 		delete(m.lagging, c.lock)
 	}
 	m.grants[c.lock] = append(m.grants[c.lock], &smGrant{fence: s.Fence(), started: c.started, returned: c.returned})
@@ -864,6 +866,7 @@ func (m *machine) RestoreSnapshot(rt *rapid.T) {
 func (m *machine) rolledBack(tookEffect bool, class string) {
 	now := time.Now()
 	m.valid.cut(now)
+	m.rollbackAt = now
 	for lock := range smLocks {
 		m.lagging[lock] = true
 	}
