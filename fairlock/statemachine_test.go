@@ -204,7 +204,7 @@ type machine struct {
 	releasedOK map[string]bool
 	rolledAt   time.Time // the last rollback that lost writes
 	rollbackAt time.Time // the last rollback, whether or not it lost any
-	stalled    bool // replication is stalled
+	stalled    bool      // replication is stalled
 	// The longest lease TTL, waiter TTL and heartbeat of the Lockers: the
 	// bounds that hold whichever Locker a party belongs to.
 	maxLease, maxWaiter, maxBeat time.Duration
