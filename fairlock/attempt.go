@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 )
 
@@ -34,7 +33,7 @@ func (l *Locker) acquire(ctx context.Context, req request, wait bool, opts []Acq
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if !l.enter() {
+	if !l.books.enter(&l.calls) {
 		return nil, ErrClosed
 	}
 	defer l.calls.Done()
@@ -76,17 +75,6 @@ func (a *attempt) configure(opts []AcquireOption) error {
 	return nil
 }
 
-// enter counts a call in, unless the Locker is closed.
-func (l *Locker) enter() bool {
-	l.books.mu.Lock()
-	defer l.books.mu.Unlock()
-	if l.books.closed {
-		return false
-	}
-	l.calls.Add(1)
-	return true
-}
-
 // sessionRetries bounds how often one call starts a new session because
 // Redis lost the one it ran in (a restart, a failover, FLUSHALL).
 const sessionRetries = 3
@@ -97,7 +85,7 @@ func (a *attempt) run(ctx context.Context) (*Lease, error) {
 	// the script.
 	fast := a.cfg.metadata == "" && a.l.fastTry(ref)
 	for lost := 0; ; {
-		w, open := a.l.newWaiter(a)
+		w, open := a.l.books.newWaiter(a.req, &a.cfg, a.l.cfg.lane(a.cfg.priority), a.l.id, a.start)
 		if fast {
 			fast = false
 			lease, done, err := a.tryFast(ctx, w, open)
@@ -108,12 +96,12 @@ func (a *attempt) run(ctx context.Context) (*Lease, error) {
 				lost++
 				continue
 			}
-			open = a.l.stillToOpen(w.session, open)
+			open = a.l.books.stillToOpen(w.session, open)
 		}
 		if err := a.subscribe(ctx, w); err != nil {
 			return nil, err
 		}
-		a.l.listen(w)
+		a.l.books.listen(w)
 		reply, err := a.enqueue(ctx, w, open)
 		switch {
 		case err == errSessionGone || err == errWithdrawn:
@@ -135,7 +123,7 @@ func (a *attempt) run(ctx context.Context) (*Lease, error) {
 			continue
 		case reply == 0:
 			ref.markBusy(a.l.cfg.heartbeat())
-			a.l.drop(w)
+			a.l.books.drop(w)
 			return nil, ErrNotAcquired
 		}
 		ref.markBusy(a.l.cfg.heartbeat())
@@ -168,7 +156,7 @@ func (a *attempt) fail(w *waiter, err error, inRedis bool) error {
 		a.l.leave(w, err, true)
 		return err
 	}
-	a.l.drop(w)
+	a.l.books.drop(w)
 	e := w.event(EventCancelled)
 	e.Wait, e.Err = time.Since(a.start), err
 	a.l.cfg.observe(e)
@@ -178,14 +166,7 @@ func (a *attempt) fail(w *waiter, err error, inRedis bool) error {
 // queued reports w's place and puts it under the heartbeat's care.
 func (a *attempt) queued(w *waiter, position int) {
 	l := a.l
-	l.books.mu.Lock()
-	w.position = position
-	ll := l.books.local(w.ref, a.req.capacity, a.req.limit)
-	if ll.waiters == nil {
-		ll.waiters = map[*waiter]struct{}{}
-	}
-	ll.waiters[w] = struct{}{}
-	l.books.mu.Unlock()
+	l.books.queued(w, position)
 	w.queued = true
 	e := w.event(EventEnqueued)
 	e.Position = position
@@ -231,61 +212,4 @@ func ctxError(ctx context.Context, err error) error {
 		return fmt.Errorf("%w (%v)", cerr, err)
 	}
 	return err
-}
-
-// newWaiter makes a waiter under a fresh token of its session; listen puts
-// it on the books when it is to queue. open is what its first request
-// sends to open the session, nil if it is open.
-func (l *Locker) newWaiter(a *attempt) (w *waiter, open []any) {
-	b := &l.books
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	s := l.sessionFor(a.req.ref)
-	b.seq++
-	w = &waiter{
-		ref:        a.req.ref,
-		req:        a.req,
-		session:    s,
-		token:      s.id + ":" + strconv.FormatUint(b.seq, 36) + l.lane(a.cfg.priority) + a.req.suffix,
-		seq:        b.seq,
-		group:      a.cfg.group,
-		weight:     max(a.cfg.weight, 1),
-		meta:       a.cfg.metadata,
-		start:      a.start,
-		onPosition: a.cfg.onPosition,
-	}
-	w.tokenArg = w.token
-	return w, l.openArgs(s)
-}
-
-// lane is what a token carries for its priority and its Locker's aging
-// (scripts/lib/lanes.lua): nothing for the defaults.
-func (l *Locker) lane(priority int) string {
-	if priority == 0 && l.cfg.aging == DefaultPriorityAging {
-		return ""
-	}
-	return "!" + strconv.Itoa(priority) + "/" + strconv.FormatInt(l.cfg.aging.Milliseconds(), 10)
-}
-
-// listen puts w where grant messages, the heartbeat and its session's end
-// find it, before the request that queues it is sent.
-func (l *Locker) listen(w *waiter) {
-	b := &l.books
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if w.news == nil {
-		w.news = make(chan int64, 1)
-		b.waiters[w.token] = w
-		w.session.waiters[w] = struct{}{}
-	}
-}
-
-// stillToOpen is open, or nil if a call opened s meanwhile.
-func (l *Locker) stillToOpen(s *session, open []any) []any {
-	l.books.mu.Lock()
-	defer l.books.mu.Unlock()
-	if s.opened {
-		return nil
-	}
-	return open
 }

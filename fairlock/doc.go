@@ -81,10 +81,13 @@
 //     errors, key names, script replies, the script runner.
 //   - events.go, options.go, kind.go, ref.go: events, options, the kind
 //     descriptor, a Locker's record of one lock.
-//   - engine.go, session.go, lease.go: the types every step shares (books,
-//     waiter, Lease, withdrawal), sessions (their keys, renewal, deadlines
-//     and retirement) and leases. The Locker, its sessions and its leases
-//     refer to each other: what keeps a party alive is their contract
+//   - books.go: the bookkeeping, the one owner of what a Locker knows of
+//     its sessions, waiters, leases and withdrawals, and the only code that
+//     takes its mutex; it does no I/O and sends no event, and its methods
+//     return what the caller is to do. The lock order is written there.
+//   - engine.go, session.go, lease.go: the types every step shares
+//     (request, waiter), sessions (their keys, renewal and deadlines) and
+//     leases. What keeps a party alive is their contract with the books
 //     (docs/design.md, "What keeps a party alive").
 //   - notify.go, preflight.go, withdraw.go, replicas.go: pub/sub
 //     notifications, the check of a Redis before its first write,

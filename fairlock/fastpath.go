@@ -135,9 +135,7 @@ func (l *Locker) fastTry(r *lockRef) bool {
 	if !r.kind.fast || time.Now().UnixNano() <= r.busyUntil.Load() || !r.trying.CompareAndSwap(false, true) {
 		return false
 	}
-	l.books.mu.Lock()
-	busyHere := l.books.lockOf(r) != nil
-	l.books.mu.Unlock()
+	busyHere := l.books.has(r)
 	if busyHere {
 		r.trying.Store(false)
 	}

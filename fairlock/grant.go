@@ -19,13 +19,7 @@ import (
 // the deadlines the lease lives by.
 func (a *attempt) accept(ctx context.Context, w *waiter, fence int64) (*Lease, error) {
 	l := a.l
-	l.books.mu.Lock()
-	_, live := l.books.sessions[w.session]
-	until := w.session.deadline(true)
-	if record := w.sent.Add(l.cfg.recordTTL() - l.cfg.margin()); record.Before(until) {
-		until = record
-	}
-	l.books.mu.Unlock()
+	live, until := l.books.grantDeadline(w)
 	if !live || time.Until(until) >= l.cfg.heartbeat() {
 		// Trusted, or over already: grant gives back a grant of a session
 		// that ended here.
@@ -39,16 +33,14 @@ func (a *attempt) accept(ctx context.Context, w *waiter, fence int64) (*Lease, e
 		return nil, ctxError(ctx, failed("acquire", w.ref.name, err))
 	}
 	if held == 0 {
-		l.drop(w)
+		l.books.drop(w)
 		e := w.event(EventCancelled)
 		e.Wait, e.Queued, e.Err = time.Since(w.start), true, fmt.Errorf("%w: %w", ErrPlaceLost, errGrantExpired)
 		l.cfg.observe(e)
 		return nil, errGrantExpired
 	}
-	l.confirm(w.session, sent, true, false)
-	l.books.mu.Lock()
-	w.sent = sent
-	l.books.mu.Unlock()
+	l.books.confirm(w.session, sent, true, false)
+	l.books.sentAt(w, sent)
 	return l.grant(ctx, w, fence, true, false)
 }
 
@@ -111,30 +103,8 @@ func (l *Locker) newLease(w *waiter, fence int64, queued, marked bool) (s *Lease
 		queued:   queued,
 	}
 	s.marked.Store(marked)
-	b := &l.books
-	b.mu.Lock()
-	closed = b.closed
-	_, live = b.sessions[w.session]
-	live = live && time.Now().Before(w.session.deadline(marked))
-	until := w.sent.Add(l.cfg.recordTTL())
-	b.forget(w)
-	if marked {
-		// Its mark goes at the next renewal: taken up if it is held here,
-		// or cleared.
-		w.session.marks[s.token] = nil
-	}
-	if !closed && live {
-		ll := b.local(w.ref, w.req.capacity, w.req.limit)
-		if ll.leases == nil {
-			ll.leases = map[*Lease]struct{}{}
-		}
-		ll.leases[s] = struct{}{}
-		w.session.leases[s] = struct{}{}
-		if marked {
-			w.session.marks[s.token] = s
-		}
-	}
-	b.mu.Unlock()
+	until := l.books.recordEnd(w)
+	closed, live = l.books.holdLease(s, w, marked)
 	s.mu.Lock()
 	s.setRecordUntil(until)
 	s.renewAt = time.Now().Add(l.cfg.keepTTL() / 3)

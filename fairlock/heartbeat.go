@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/fairlock/fairlock/scripts"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -36,7 +35,7 @@ func (l *Locker) beat() {
 	ctx, cancel := context.WithTimeout(l.life, l.cfg.waitTTL())
 	defer cancel()
 	l.renewSessions(ctx)
-	p := l.heartbeatPlan()
+	p := l.books.heartbeatPlan(l.sharded)
 	if len(p.calls)+len(p.queued)+len(p.marks)+len(p.renewals)+len(p.checks) > 0 {
 		sent := time.Now()
 		l.runHeartbeats(ctx, p) //nolint:errcheck // each call's own error is read below
@@ -45,10 +44,18 @@ func (l *Locker) beat() {
 		}
 		gone := map[*waiter]bool{}
 		for _, q := range p.queued {
-			l.applyQueueCheck(q, gone)
+			if scores, err := q.scores(); err != nil {
+				l.heartbeatFailed(Event{Kind: EventHeartbeatFailed, Name: q.ref.name, Lock: q.ref.kind.lock, Err: err})
+			} else {
+				l.books.goneFromQueue(q, scores, gone)
+			}
 		}
 		for _, m := range p.marks {
-			l.applyMarks(m, gone)
+			if marks, err := m.cmd.Result(); err != nil {
+				l.heartbeatFailed(Event{Kind: EventHeartbeatFailed, Err: err})
+			} else {
+				l.books.markedGranted(marks, gone)
+			}
 		}
 		if len(gone) > 0 {
 			l.askGone(ctx, gone)
@@ -74,7 +81,7 @@ func (l *Locker) beat() {
 		}
 	}
 	l.retryWithdrawals(ctx)
-	l.notifier.dropIdle(l.inUse)
+	l.notifier.dropIdle(l.books.inUse)
 }
 
 // A heartbeatPlan is what one heartbeat sends, in one pipeline, in this
@@ -186,91 +193,6 @@ type waiterLine struct {
 	group    string
 }
 
-// heartbeatPlan lists the calls of one heartbeat.
-func (l *Locker) heartbeatPlan() *heartbeatPlan {
-	b := &l.books
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.beats++
-	now := time.Now()
-	p := &heartbeatPlan{}
-	var mget *leaseCheck
-	marked := map[*session]bool{}
-	for _, ll := range b.locks {
-		var zmscore *leaseCheck
-		for s := range ll.leases {
-			if s.needsRenewal(now) {
-				p.renewals = append(p.renewals, &recordRenewal{lease: s})
-			}
-			switch {
-			case ll.ref.kind != mutexKind:
-				if zmscore == nil {
-					zmscore = &leaseCheck{args: []any{"zmscore", ll.ref.args[0]}}
-					p.checks = append(p.checks, zmscore)
-				}
-				zmscore.leases, zmscore.args = append(zmscore.leases, s), append(zmscore.args, s.token)
-			case l.sharded:
-				p.checks = append(p.checks, &leaseCheck{leases: []*Lease{s}, args: []any{"get", ll.ref.args[0]}})
-			default:
-				if mget == nil || len(mget.leases) == scripts.Batch {
-					mget = &leaseCheck{args: []any{"mget"}}
-					p.checks = append(p.checks, mget)
-				}
-				mget.leases, mget.args = append(mget.leases, s), append(mget.args, ll.ref.args[0])
-			}
-		}
-		if len(ll.waiters) > 0 {
-			l.planWaiters(p, ll, now, marked)
-		}
-	}
-	for s := range marked {
-		p.marks = append(p.marks, &markRead{session: s})
-	}
-	return p
-}
-
-// planWaiters adds to p what asks about the waiters of ll; marked gathers
-// the sessions whose marks are to be read. books.mu is held.
-func (l *Locker) planWaiters(p *heartbeatPlan, ll *localLock, now time.Time, marked map[*session]bool) {
-	keep := now.Sub(ll.keptAt) > l.cfg.keepTTL()/3
-	if keep {
-		ll.keptAt = now
-	}
-	every := uint64(1)
-	for !ll.askAll && every*scripts.Batch < uint64(len(ll.waiters)) {
-		every *= 2
-	}
-	ll.askAll = false
-	newest := map[waiterLine]*waiter{}
-	for w := range ll.waiters {
-		line := waiterLine{tokenPriority(w.token), w.group}
-		if n := newest[line]; n == nil || w.seq > n.seq {
-			newest[line] = w
-		}
-	}
-	var c *heartbeatCall
-	var q *queueCheck
-	for w := range ll.waiters {
-		switch {
-		case w.onPosition != nil || newest[waiterLine{tokenPriority(w.token), w.group}] == w:
-			if c == nil || len(c.waiters) == scripts.Batch {
-				c = &heartbeatCall{ref: ll.ref, capacity: ll.capacity, limit: ll.limit, keep: keep}
-				p.calls = append(p.calls, c)
-			}
-			c.waiters = append(c.waiters, w)
-			c.positions = c.positions || w.onPosition != nil
-		case w.seq%every == l.books.beats%every:
-			if q == nil || len(q.waiters) == scripts.Batch {
-				q = &queueCheck{ref: ll.ref}
-				p.queued = append(p.queued, q)
-			}
-			q.waiters = append(q.waiters, w)
-		default:
-			marked[w.session] = true
-		}
-	}
-}
-
 // runHeartbeats sends every call of p in one pipeline. A pipeline cannot
 // fall back from EVALSHA to EVAL by itself, so on NOSCRIPT (after SCRIPT
 // FLUSH or a restart) it loads the scripts and sends the batch once more.
@@ -338,34 +260,7 @@ func (l *Locker) applyHeartbeat(c *heartbeatCall) {
 		l.heartbeatFailed(Event{Kind: EventHeartbeatFailed, Name: c.ref.name, Lock: c.ref.kind.lock, Err: err})
 		return
 	}
-	type move struct {
-		w        *waiter
-		position int
-	}
-	var moved []move
-	kick := false // one lost its place: the next heartbeat, now, asks about all
-	l.books.mu.Lock()
-	for i, w := range c.waiters {
-		if l.books.waiters[w.token] != w {
-			continue // granted or gone meanwhile
-		}
-		switch status := st[i]; {
-		case status < 0:
-			if p := int(-status); w.onPosition != nil && p != w.position {
-				w.position = p
-				moved = append(moved, move{w, p})
-			}
-		case status == 0:
-			evict(w)
-			if ll := l.books.lockOf(c.ref); ll != nil && len(ll.waiters) > scripts.Batch && !ll.askAll {
-				ll.askAll = true
-				kick = true
-			}
-		default:
-			deliver(w, status)
-		}
-	}
-	l.books.mu.Unlock()
+	moved, kick := l.books.heartbeatStates(c, st)
 	if kick {
 		l.kickHeartbeat()
 	}
@@ -379,64 +274,21 @@ func (l *Locker) applyHeartbeat(c *heartbeatCall) {
 	}
 }
 
-// applyQueueCheck adds to gone the waiters of q, still waiting here, that
-// the order set no longer has.
-func (l *Locker) applyQueueCheck(q *queueCheck, gone map[*waiter]bool) {
+// scores reads q's reply: each waiter's score in the order set, nil if it
+// is gone.
+func (q *queueCheck) scores() ([]any, error) {
 	scores, err := q.cmd.Slice()
 	if err == nil && len(scores) != len(q.waiters) {
 		err = fmt.Errorf("fairlock: ZMSCORE replied %d scores for %d waiters", len(scores), len(q.waiters))
 	}
-	if err != nil {
-		l.heartbeatFailed(Event{Kind: EventHeartbeatFailed, Name: q.ref.name, Lock: q.ref.kind.lock, Err: err})
-		return
-	}
-	l.books.mu.Lock()
-	defer l.books.mu.Unlock()
-	for i, w := range q.waiters {
-		if scores[i] == nil && l.books.waiters[w.token] == w {
-			gone[w] = true
-		}
-	}
-}
-
-// applyMarks adds to gone the waiters, still waiting here, whose grant m
-// found marked.
-func (l *Locker) applyMarks(m *markRead, gone map[*waiter]bool) {
-	marks, err := m.cmd.Result()
-	if err != nil {
-		l.heartbeatFailed(Event{Kind: EventHeartbeatFailed, Err: err})
-		return
-	}
-	l.books.mu.Lock()
-	defer l.books.mu.Unlock()
-	for token, mark := range marks {
-		if w := l.books.waiters[token]; w != nil && mark == "u" {
-			gone[w] = true
-		}
-	}
+	return scores, err
 }
 
 // askGone asks heartbeat.lua about the waiters gone from the order set or
 // marked granted: each was granted (its grant's message may be lost) or
 // lost its place. It is a second round trip, only after a grant or a loss.
 func (l *Locker) askGone(ctx context.Context, gone map[*waiter]bool) {
-	p := &heartbeatPlan{}
-	calls := map[*lockRef]*heartbeatCall{}
-	l.books.mu.Lock()
-	for w := range gone {
-		c := calls[w.ref]
-		if c == nil || len(c.waiters) == scripts.Batch {
-			ll := l.books.lockOf(w.ref)
-			if ll == nil {
-				continue
-			}
-			c = &heartbeatCall{ref: w.ref, capacity: ll.capacity, limit: ll.limit}
-			calls[w.ref] = c
-			p.calls = append(p.calls, c)
-		}
-		c.waiters = append(c.waiters, w)
-	}
-	l.books.mu.Unlock()
+	p := l.books.askPlan(gone)
 	l.runHeartbeats(ctx, p) //nolint:errcheck // each call's own error is read below
 	for _, c := range p.calls {
 		l.applyHeartbeat(c)
@@ -453,27 +305,4 @@ func (l *Locker) heartbeatFailed(e Event) {
 		return
 	}
 	l.cfg.observe(e)
-}
-
-// delivered routes a grant message to the waiters it names.
-func (l *Locker) delivered(payload string) {
-	l.books.mu.Lock()
-	defer l.books.mu.Unlock()
-	parseGrants(payload, func(token string, fence int64) {
-		if w := l.books.waiters[token]; w != nil {
-			deliver(w, fence)
-		}
-	})
-}
-
-// inUse tells whether this Locker has parties on locks called name.
-func (l *Locker) inUse(name string) bool {
-	l.books.mu.Lock()
-	defer l.books.mu.Unlock()
-	for key := range l.books.locks {
-		if key.name == name {
-			return true
-		}
-	}
-	return false
 }

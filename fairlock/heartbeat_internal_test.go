@@ -2,6 +2,7 @@ package fairlock
 
 import (
 	"context"
+	"maps"
 	"testing"
 	"time"
 
@@ -88,13 +89,11 @@ func TestHeartbeatFindsLostPlacesAmongManyWaiters(t *testing.T) {
 	l, _, _ := manyWaiters(t, srv, "lost", n)
 	ctx := context.Background()
 	var lost []string
-	l.books.mu.Lock()
-	for token, w := range l.books.waiters {
+	for token, w := range l.books.waitersNow() {
 		if len(lost) < 4 && w.seq%4 == uint64(len(lost)) {
 			lost = append(lost, token)
 		}
 	}
-	l.books.mu.Unlock()
 	for _, token := range lost {
 		rdb.ZRem(ctx, "fairlock:{lost}:order", token)
 		rdb.LRem(ctx, "fairlock:{lost}:queue", 0, token)
@@ -104,14 +103,13 @@ func TestHeartbeatFindsLostPlacesAmongManyWaiters(t *testing.T) {
 	}
 	deadline := time.Now().Add(5 * time.Second) // each queues again with a call of its own
 	for {
-		l.books.mu.Lock()
 		left := 0
+		waiters := l.books.waitersNow()
 		for _, token := range lost {
-			if l.books.waiters[token] != nil {
+			if waiters[token] != nil {
 				left++
 			}
 		}
-		l.books.mu.Unlock()
 		queued := rdb.ZCard(ctx, "fairlock:{lost}:order").Val()
 		if left == 0 && queued == n {
 			return
@@ -160,12 +158,10 @@ func TestObserverLeavesWaitersOutOfTheScript(t *testing.T) {
 		queue()
 	}
 	var newest uint64
-	l.books.mu.Lock()
-	for _, w := range l.books.waiters {
+	for _, w := range l.books.waitersNow() {
 		newest = max(newest, w.seq)
 	}
-	l.books.mu.Unlock()
-	p := l.heartbeatPlan()
+	p := l.books.heartbeatPlan(l.sharded)
 	var scripted, checked int
 	for _, c := range p.calls {
 		for _, w := range c.waiters {
@@ -181,4 +177,11 @@ func TestObserverLeavesWaitersOutOfTheScript(t *testing.T) {
 	if scripted != 2 || checked != 2 {
 		t.Errorf("the script carried %d waiters and ZMSCORE %d; want 2 and 2", scripted, checked)
 	}
+}
+
+// waitersNow is a copy of the books' waiters, by token.
+func (b *books) waitersNow() map[string]*waiter {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return maps.Clone(b.waiters)
 }

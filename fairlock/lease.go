@@ -4,8 +4,52 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 )
+
+// A Lease is a held lock, or a semaphore's or read-write lock's grant. It
+// ends when released, or when lost: its session or record expired, it was
+// ended by force, or Redis forgot it. Done and Err tell which.
+//
+// A holder learns of a loss from its own clock: its lease ends locally a
+// margin (a tenth of the lease TTL) before Redis could let anyone else in,
+// counted from the last renewal Redis answered. A process that is paused
+// or starved for longer than that margin (GC, swap, SIGSTOP, a loaded
+// machine) can still act after its lock passed on; only Fence, passed to
+// the storage the lock guards, protects the resource then.
+type Lease struct {
+	locker   *Locker
+	ref      *lockRef
+	session  *session
+	shared   bool // a read-write lock's reader
+	permits  int
+	group    string
+	weight   int // its group's weight when granted
+	token    string
+	tokenArg any // token, boxed once (its waiter's)
+	fence    int64
+	hasMeta  bool // Redis has metadata under token to drop or keep; never changed
+	queued   bool // it waited in the queue, so others likely wait behind it (Lease.release)
+	// marked is set while Redis may mark the grant "u", not taken up yet
+	// (session.go): it then lives by its session's waiters' key too.
+	marked atomic.Bool
+
+	mu          sync.Mutex
+	done        chan struct{} // made by the first Done
+	err         error         // nil while held
+	recordUntil time.Time     // before it, Redis surely still has the record
+	expiry      *time.Timer   // ends the lease at recordUntil, whatever the heartbeat is doing
+	renewAt     time.Time     // when the heartbeat renews the record
+	releasing   bool          // Release was sent: a lease found gone is no loss
+	granted     time.Time     // when Acquire handed it out, for Event.Held; zero before
+}
+
+// event starts an Event about s.
+func (s *Lease) event(kind EventKind) Event {
+	return Event{Kind: kind, Name: s.ref.name, Lock: s.ref.kind.lock, Shared: s.shared, Permits: s.permits, Group: s.group, Weight: groupWeight(s.group, s.weight), Priority: tokenPriority(s.token), Token: s.token}
+}
 
 // Name is the lock's name.
 func (s *Lease) Name() string { return s.ref.name }
@@ -251,14 +295,9 @@ func (s *Lease) watchRecord() {
 
 // unmark records that Redis no longer marks the grant as not taken up.
 func (s *Lease) unmark() {
-	if !s.marked.Load() {
-		return
+	if s.marked.Load() {
+		s.locker.books.unmark(s)
 	}
-	l := s.locker
-	l.books.mu.Lock()
-	defer l.books.mu.Unlock()
-	s.marked.Store(false)
-	delete(s.session.marks, s.token)
 }
 
 // end closes the lease once, with err as its reason. If withdraw is set,
@@ -280,21 +319,7 @@ func (s *Lease) end(err error, withdraw bool) {
 	s.mu.Unlock()
 
 	l := s.locker
-	l.books.mu.Lock()
-	if ll := l.books.lockOf(s.ref); ll != nil {
-		delete(ll.leases, s)
-		l.books.dropIfIdle(ll)
-	}
-	delete(s.session.leases, s)
-	if s.marked.Load() && !s.session.waitLost {
-		s.session.marks[s.token] = nil // cleared at the next renewal
-	}
-	if _, live := l.books.sessions[s.session]; withdraw && live {
-		l.books.pending[s.token] = &withdrawal{ref: s.ref, session: s.session, hasMeta: s.hasMeta}
-	} else {
-		s.session.left() // a session Redis lost takes the token with it
-	}
-	l.books.mu.Unlock()
+	l.books.leaseEnded(s, withdraw)
 	if granted.IsZero() {
 		return // Acquire gave it up before handing it out, and reports that itself
 	}

@@ -28,11 +28,7 @@ func TestErrIsExactWhenTheTimerIsLate(t *testing.T) {
 	}
 	// The deadline passed, and its timer has not fired (the heartbeat, a
 	// second away, cannot move it meanwhile).
-	l.books.mu.Lock()
-	s := lease.session
-	stopTimer(s.leaseTimer)
-	s.leaseUntil = time.Now().Add(-time.Millisecond)
-	l.books.mu.Unlock()
+	l.books.passDeadline(lease.session)
 	if err := lease.Err(); !errors.Is(err, ErrLost) {
 		t.Fatalf("Err past the session's deadline, its timer stopped: %v, want ErrLost", err)
 	}
@@ -68,4 +64,13 @@ func TestHeartbeatOnAnIdleLockLeavesNoKey(t *testing.T) {
 			t.Errorf("%s: a heartbeat on an idle lock left %q", k.lock, keys)
 		}
 	}
+}
+
+// passDeadline makes the local deadline of s's holders' key a moment ago,
+// its timer stopped.
+func (b *books) passDeadline(s *session) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	stopTimer(s.leaseTimer)
+	s.leaseUntil = time.Now().Add(-time.Millisecond)
 }

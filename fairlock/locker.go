@@ -23,12 +23,12 @@ type Locker struct {
 	refs     *refCache
 	notifier *notifier
 	checks   preflight
-	books    books
+	books    *books
 	calls    sync.WaitGroup // Acquire and TryAcquire calls under way
 	closing  chan struct{}  // closed by Shutdown: waiters give up
 	stopped  chan struct{}  // closed by Shutdown when no call is left: background goroutines stop
 	kick     chan struct{}  // asks for a heartbeat now
-	sends    chan struct{}  // Acquire requests in flight (sendSlots); nil: unbounded
+	sends    sendSlots      // Acquire requests in flight; nil: unbounded
 	bg       sync.WaitGroup
 	// life bounds the Locker's own calls to Redis (heartbeats, withdrawals):
 	// Shutdown ends it when it returns.
@@ -64,17 +64,11 @@ func New(client redis.UniversalClient, opts ...Option) (*Locker, error) {
 		kick:    make(chan struct{}, 1),
 	}
 	_, l.sharded = client.(*redis.ClusterClient)
-	l.sends = sendSlots(client)
+	l.sends = newSendSlots(client)
 	l.life, l.end = context.WithCancel(context.Background())
 	l.refs = newRefCache(&l.cfg, l.id, l.sharded)
-	l.notifier = newNotifier(client, cfg.heartbeat(), l.stopped, &l.bg, l.delivered, l.kickHeartbeat)
-	l.books = books{
-		current:  map[string]*session{},
-		sessions: map[*session]struct{}{},
-		waiters:  map[string]*waiter{},
-		locks:    map[refKey]*localLock{},
-		pending:  map[string]*withdrawal{},
-	}
+	l.books = newBooks(&l.cfg, l.sessionExpired)
+	l.notifier = newNotifier(client, cfg.heartbeat(), l.stopped, &l.bg, l.books.deliverGrants, l.kickHeartbeat)
 	l.bg.Add(1)
 	go l.heartbeatLoop()
 	return l, nil
@@ -141,15 +135,10 @@ const closeWorkers = 8
 // with that call, by go-redis's timeouts. A second Shutdown returns nil at
 // once.
 func (l *Locker) Shutdown(ctx context.Context) error {
-	b := &l.books
-	b.mu.Lock()
-	if b.closed {
-		b.mu.Unlock()
+	if !l.books.close() {
 		return nil
 	}
-	b.closed = true
 	close(l.closing)
-	b.mu.Unlock()
 	defer l.end()
 	if err := waitFor(ctx, l.calls.Wait); err != nil {
 		return l.stop(ctx, err)
@@ -167,15 +156,7 @@ func (l *Locker) Shutdown(ctx context.Context) error {
 
 // releaseAll releases every lease held here, closeWorkers at a time.
 func (l *Locker) releaseAll(ctx context.Context) error {
-	b := &l.books
-	b.mu.Lock()
-	var leases []*Lease
-	for _, ll := range b.locks {
-		for s := range ll.leases {
-			leases = append(leases, s)
-		}
-	}
-	b.mu.Unlock()
+	leases := l.books.heldLeases()
 	held := make(chan *Lease, len(leases))
 	for _, s := range leases {
 		held <- s
@@ -234,16 +215,7 @@ func waitFor(ctx context.Context, wait func()) error {
 // closeSessions deletes the keys of every session, so that whatever the
 // Locker leaves behind is seen as dead at once rather than after its TTL.
 func (l *Locker) closeSessions(ctx context.Context) error {
-	l.books.mu.Lock()
-	var keys []string
-	for s := range l.books.sessions {
-		if s.opened {
-			keys = append(keys, s.keys[0].(string), s.keys[1].(string))
-		}
-		stopTimer(s.leaseTimer)
-		stopTimer(s.waitTimer)
-	}
-	l.books.mu.Unlock()
+	keys := l.books.stopSessions()
 	if len(keys) == 0 {
 		return nil
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -343,4 +344,13 @@ func (c *config) observe(e Event) {
 		slog.Int("position", e.Position), slog.Int64("fence", e.Fence),
 		slog.Duration("wait", e.Wait), slog.Duration("held", e.Held),
 		slog.Bool("queued", e.Queued), slog.Any("err", e.Err))
+}
+
+// lane is what a token carries for its priority and its Locker's aging
+// (scripts/lib/lanes.lua): nothing for the defaults.
+func (c *config) lane(priority int) string {
+	if priority == 0 && c.aging == DefaultPriorityAging {
+		return ""
+	}
+	return "!" + strconv.Itoa(priority) + "/" + strconv.FormatInt(c.aging.Milliseconds(), 10)
 }

@@ -32,10 +32,15 @@ var errQueuedFirst = errors.New("fairlock: waiters queued")
 // and queues again, a burst as large, for as long as the lock is held.
 const sendReserve = 2
 
-// sendSlots makes the Locker's slots for Acquire requests in flight: the
-// client's pool size less sendReserve, at least one; nil (no bound) for a
-// client whose pool size it cannot read.
-func sendSlots(client redis.UniversalClient) chan struct{} {
+// sendSlots are a Locker's slots for Acquire requests in flight: callers
+// wait for one in arrival order, as they would for the pool. nil: no
+// bound.
+type sendSlots chan struct{}
+
+// newSendSlots makes the slots of a Locker on client: its pool size less
+// sendReserve, at least one; nil for a client whose pool size it cannot
+// read.
+func newSendSlots(client redis.UniversalClient) sendSlots {
 	var size int
 	switch c := client.(type) {
 	case *redis.Client:
@@ -48,29 +53,28 @@ func sendSlots(client redis.UniversalClient) chan struct{} {
 	if size <= 0 {
 		return nil
 	}
-	return make(chan struct{}, max(1, size-sendReserve))
+	return make(sendSlots, max(1, size-sendReserve))
 }
 
-// takeSend waits for a slot for a request that brings a token, and its
-// recovery: callers wait in arrival order, as they would for the pool,
-// until ctx ends or the Locker closes.
-func (l *Locker) takeSend(ctx context.Context) error {
-	if l.sends == nil {
+// take waits for a slot for a request that brings a token, and its
+// recovery, until ctx ends or closing is closed.
+func (s sendSlots) take(ctx context.Context, closing <-chan struct{}) error {
+	if s == nil {
 		return nil
 	}
 	select {
-	case l.sends <- struct{}{}:
+	case s <- struct{}{}:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
-	case <-l.closing:
+	case <-closing:
 		return ErrClosed
 	}
 }
 
-func (l *Locker) freeSend() {
-	if l.sends != nil {
-		<-l.sends
+func (s sendSlots) free() {
+	if s != nil {
+		<-s
 	}
 }
 
@@ -78,13 +82,11 @@ func (l *Locker) freeSend() {
 // script (the lock is held, or it was free with waiters queued, whom the
 // fast path handed it to).
 func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Lease, done bool, err error) {
-	if err := a.l.takeSend(ctx); err != nil {
+	if err := a.l.sends.take(ctx, a.l.closing); err != nil {
 		return nil, true, a.fail(w, err, false)
 	}
-	defer a.l.freeSend()
-	a.l.books.mu.Lock()
-	w.sent = time.Now()
-	a.l.books.mu.Unlock()
+	defer a.l.sends.free()
+	sent := a.l.books.sentAt(w, time.Now())
 	fence, outcome, err := a.l.fastAcquire(ctx, w, open)
 	if err != nil && !isRedisError(err) {
 		// The answer was lost, maybe not the request: it took the lock, or
@@ -98,7 +100,8 @@ func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Le
 		case err != nil:
 			return nil, true, ctxError(ctx, err)
 		case fence <= 0:
-			return nil, false, a.l.withdrawn(w, open)
+			a.l.books.withdrawn(w, open)
+			return nil, false, errWithdrawn
 		default:
 			outcome = fastGranted
 		}
@@ -114,7 +117,7 @@ func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Le
 		return nil, false, nil // the session's opening may not have run either
 	case outcome == fastGranted:
 		if open != nil {
-			a.l.confirm(w.session, w.sent, true, true)
+			a.l.books.confirm(w.session, sent, true, true)
 		}
 		lease, err := a.l.grant(ctx, w, fence, false, false)
 		if err == ErrPlaceLost {
@@ -123,7 +126,7 @@ func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Le
 		return lease, true, err
 	}
 	if open != nil {
-		a.l.confirm(w.session, w.sent, true, true)
+		a.l.books.confirm(w.session, sent, true, true)
 	}
 	return nil, false, nil
 }
@@ -136,18 +139,17 @@ func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Le
 func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, error) {
 	args := w.ref.call(w.tokenArg, a.mode, metaValue(w.meta), a.req.capacity, a.req.limit, w.group, w.weight)
 	args = append(args, open...)
-	if err := a.l.takeSend(ctx); err != nil {
+	if err := a.l.sends.take(ctx, a.l.closing); err != nil {
 		return 0, a.fail(w, err, false)
 	}
-	defer a.l.freeSend()
-	a.l.books.mu.Lock()
-	w.sent = time.Now()
-	a.l.books.mu.Unlock()
+	defer a.l.sends.free()
+	sent := a.l.books.sentAt(w, time.Now())
 	reply, err := w.ref.kind.scripts.acquire.run(ctx, a.l.client, args, once).Int64()
 	if err != nil && !isRedisError(err) {
 		// The answer was lost, maybe not the request.
 		if reply, err = a.recover(ctx, w, a.mode, err); err == nil && reply == 0 {
-			return 0, a.l.withdrawn(w, open)
+			a.l.books.withdrawn(w, open)
+			return 0, errWithdrawn
 		}
 		if err != nil {
 			return 0, err
@@ -156,36 +158,20 @@ func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, er
 	switch {
 	case err == nil:
 		if open != nil {
-			a.l.confirm(w.session, w.sent, true, true)
+			a.l.books.confirm(w.session, sent, true, true)
 		}
 		return reply, nil
 	case redis.HasErrorPrefix(err, scripts.ErrSessionGone):
 		return 0, a.l.sessionGone(w)
 	case redis.HasErrorPrefix(err, scripts.ErrCapacity):
 		// Refused before any change: like a bad argument, it never queued.
-		a.l.drop(w)
+		a.l.books.drop(w)
 		in := append(strings.Fields(strings.TrimPrefix(err.Error(), scripts.ErrCapacity)), "", "")
 		return 0, fmt.Errorf("%w: semaphore %s is in use with %s, not %s", ErrInvalid, quoteName(w.ref.name),
 			capacityText(in[0], in[1]), capacityText(fmt.Sprint(a.req.capacity), fmt.Sprint(a.req.limit)))
 	}
 	// Refused: withdraw the token, in case part of the script ran.
 	return 0, a.fail(w, err, true)
-}
-
-// withdrawn forgets w, whose request recover.lua withdrew before it reached
-// Redis, and returns errWithdrawn. If that request was to open w's session
-// (open), no party joins the session any more: the request may still come
-// and open it, after a loss of Redis's data took the withdrawal's mark
-// with it; the session then dies within its TTL, as nobody renews it.
-func (l *Locker) withdrawn(w *waiter, open []any) error {
-	l.books.mu.Lock()
-	defer l.books.mu.Unlock()
-	l.books.forget(w)
-	w.session.left()
-	if open != nil && l.books.current[w.session.scope] == w.session {
-		delete(l.books.current, w.session.scope)
-	}
-	return errWithdrawn
 }
 
 // recover asks Redis what became of w's request, whose answer was lost
@@ -214,7 +200,7 @@ func (a *attempt) recover(ctx context.Context, w *waiter, mode any, cause error)
 // ends the session here, and returns errSessionGone: the call starts again
 // in a new one.
 func (l *Locker) sessionGone(w *waiter) error {
-	l.drop(w)
+	l.books.drop(w)
 	l.loseSession(w.session)
 	return errSessionGone
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -109,53 +108,6 @@ func (s *session) deadline(marked bool) time.Time {
 	return s.leaseUntil
 }
 
-// sessionFor returns the session that a new party on ref joins, counted
-// in. books.mu is held.
-func (l *Locker) sessionFor(ref *lockRef) *session {
-	b := &l.books
-	s := b.current[ref.scope]
-	if s == nil {
-		b.seq++
-		id := l.id + "." + strconv.FormatUint(b.seq, 36)
-		key := ref.sessions + id
-		s = &session{id: id, scope: ref.scope, keys: [2]any{key, key + scripts.WaitersKeySuffix},
-			leases: map[*Lease]struct{}{}, waiters: map[*waiter]struct{}{}, marks: map[string]*Lease{}}
-		b.current[ref.scope] = s
-		b.sessions[s] = struct{}{}
-	}
-	s.parties++
-	return s
-}
-
-// openArgs are what a call that opens s sends (acquire.lua's last ARGV):
-// the TTLs of its keys and of its grants' records, in ms. nil once s is
-// open. books.mu is held.
-func (l *Locker) openArgs(s *session) []any {
-	if s.opened {
-		return nil
-	}
-	return []any{l.cfg.leaseTTL.Milliseconds(), l.cfg.waitTTL().Milliseconds(), l.cfg.recordTTL().Milliseconds()}
-}
-
-// confirm records that Redis answered a call that renewed (or opened) the
-// keys of s it names, sent at sent, and moves their deadlines.
-func (l *Locker) confirm(s *session, sent time.Time, holders, waiters bool) {
-	l.books.mu.Lock()
-	defer l.books.mu.Unlock()
-	if _, live := l.books.sessions[s]; !live {
-		return
-	}
-	s.opened = true
-	if holders {
-		s.leaseUntil = sent.Add(l.cfg.leaseTTL - l.cfg.margin())
-		s.leaseTimer = resetTimer(s.leaseTimer, s.leaseUntil, func() { l.sessionExpired(s) })
-	}
-	if waiters && !s.waitLost {
-		s.waitUntil = sent.Add(l.cfg.waitTTL() - l.cfg.waitMargin())
-		s.waitTimer = resetTimer(s.waitTimer, s.waitUntil, func() { l.waitersExpired(s) })
-	}
-}
-
 // resetTimer makes t, or a new timer if t is nil, call fn at d.
 func resetTimer(t *time.Timer, d time.Time, fn func()) *time.Timer {
 	if t == nil {
@@ -165,20 +117,18 @@ func resetTimer(t *time.Timer, d time.Time, fn func()) *time.Timer {
 	return t
 }
 
-// sessionExpired ends s when its holders' deadline passed unrenewed, and
-// deletes its keys: Redis may still have them, renewed by requests whose
-// answers never came, and what lives by them is over here.
-func (l *Locker) sessionExpired(s *session) {
-	if l.passed(&s.leaseUntil) {
+// sessionExpired ends what lives by a key of s whose local deadline
+// passed unrenewed (lease: the holders' key, every party; else the waiters'
+// key), and deletes the key: Redis may still have it, renewed by requests
+// whose answers never came, and what lives by it is over here. It runs on
+// the deadline's timer.
+func (l *Locker) sessionExpired(s *session, lease bool) {
+	switch {
+	case !l.books.passed(s, lease):
+	case lease:
 		l.loseSession(s)
 		l.deleteKeys(s.keys[0], s.keys[1])
-	}
-}
-
-// waitersExpired ends the waiting half of s when its waiters' deadline
-// passed unrenewed, and deletes its waiters' key, as sessionExpired.
-func (l *Locker) waitersExpired(s *session) {
-	if l.passed(&s.waitUntil) {
+	default:
 		l.loseWaiters(s)
 		l.deleteKeys(s.keys[1])
 	}
@@ -188,25 +138,12 @@ func (l *Locker) waitersExpired(s *session) {
 // when its timer has not run yet: every party, or those that live by the
 // waiters' key. It sends nothing: the keys are at their end in Redis too.
 func (l *Locker) endIfOverdue(s *session, marked bool, now time.Time) {
-	l.books.mu.Lock()
-	_, live := l.books.sessions[s]
-	lease := live && !s.leaseUntil.IsZero() && now.After(s.leaseUntil)
-	wait := live && marked && !s.waitLost && !s.waitUntil.IsZero() && now.After(s.waitUntil)
-	l.books.mu.Unlock()
-	switch {
+	switch lease, wait := l.books.overdue(s, marked, now); {
 	case lease:
 		l.loseSession(s)
 	case wait:
 		l.loseWaiters(s)
 	}
-}
-
-// passed tells whether the deadline d, under books.mu, has passed: a timer
-// may fire after a renewal moved it.
-func (l *Locker) passed(d *time.Time) bool {
-	l.books.mu.Lock()
-	defer l.books.mu.Unlock()
-	return time.Now().After(*d)
 }
 
 // deleteKeys deletes keys of a session this Locker gave up, so that its
@@ -226,61 +163,24 @@ func (l *Locker) deleteKeys(keys ...any) {
 // lost, its waiters queue again in a new session, and its withdrawals are
 // dropped, since Redis forgets their records with it.
 func (l *Locker) loseSession(s *session) {
-	l.endParties(l.retire(s, true))
+	endParties(l.books.retire(s, true))
 }
 
 // loseWaiters ends the waiting half of s: its waiters queue again in a new
 // session, and the grants it has not taken up are lost; the other leases
 // stay.
 func (l *Locker) loseWaiters(s *session) {
-	l.endParties(l.retire(s, false))
+	endParties(l.books.retire(s, false))
 }
 
-func (l *Locker) endParties(leases []*Lease, waiters []*waiter) {
+// endParties tells waiters they lost their place, and ends leases as lost.
+func endParties(leases []*Lease, waiters []*waiter) {
 	for _, w := range waiters {
 		evict(w)
 	}
 	for _, lease := range leases {
 		lease.lose()
 	}
-}
-
-// retire takes s out of use for new parties, and returns its parties to
-// end: every lease if all is set, else those that live by its waiters' key.
-func (l *Locker) retire(s *session, all bool) ([]*Lease, []*waiter) {
-	b := &l.books
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.current[s.scope] == s {
-		delete(b.current, s.scope)
-	}
-	s.waitLost = true
-	stopTimer(s.waitTimer)
-	// No renewal takes a grant up any more: those it marked die with the
-	// waiters' key, and their withdrawals drop the marks.
-	clear(s.marks)
-	waiters := make([]*waiter, 0, len(s.waiters))
-	for w := range s.waiters {
-		waiters = append(waiters, w)
-	}
-	var leases []*Lease
-	for lease := range s.leases {
-		if all || lease.marked.Load() {
-			leases = append(leases, lease)
-		}
-	}
-	if !all {
-		return leases, waiters
-	}
-	delete(b.sessions, s)
-	stopTimer(s.leaseTimer)
-	for token, wd := range b.pending {
-		if wd.session == s {
-			delete(b.pending, token)
-			s.left()
-		}
-	}
-	return leases, waiters
 }
 
 func stopTimer(t *time.Timer) {
@@ -299,45 +199,11 @@ type renewal struct {
 	cmd     *redis.Cmd
 }
 
-// renewals lists the sessions to renew, and forgets those idle for a
-// heartbeat: their keys are deleted, and would expire anyway.
-func (l *Locker) renewals() (renew []*renewal, idle []*session) {
-	b := &l.books
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	for s := range b.sessions {
-		switch {
-		case s.parties == 0 && len(s.marks) == 0 && time.Since(s.idle) > l.cfg.heartbeat():
-			delete(b.sessions, s)
-			if b.current[s.scope] == s {
-				delete(b.current, s.scope)
-			}
-			stopTimer(s.leaseTimer)
-			stopTimer(s.waitTimer)
-			if s.opened {
-				idle = append(idle, s)
-			}
-		case s.opened:
-			// The count starts at 1 when the session opens; this renewal
-			// adds one, and so did each call Redis answered before it.
-			r := &renewal{s: s, waiting: !s.waitLost, want: s.counted.Load() + 2}
-			for token := range s.marks {
-				if len(r.marks) == scripts.Batch {
-					break
-				}
-				r.marks = append(r.marks, token)
-			}
-			renew = append(renew, r)
-		}
-	}
-	return renew, idle
-}
-
 // renewSessions renews every session in use in one pipeline, takes up the
 // grants its waiters were given, and ends what Redis says is gone: a
 // session, or its waiters' half, or a session whose writes Redis lost.
 func (l *Locker) renewSessions(ctx context.Context) {
-	rs, idle := l.renewals()
+	rs, idle := l.books.renewals()
 	if len(rs)+len(idle) == 0 {
 		return
 	}
@@ -396,11 +262,11 @@ func (l *Locker) renewed(r *renewal, sent time.Time) {
 	}
 	r.s.counted.Add(1)
 	waiting := reply[1] == 1
-	l.confirm(r.s, sent, true, waiting)
+	l.books.confirm(r.s, sent, true, waiting)
 	// The marks were dropped just after the waiters' key was renewed: the
 	// grants were alive then, and live by the holders' key from now on.
 	if waiting {
-		l.tookUp(r.s, r.marks)
+		l.books.tookUp(r.s, r.marks)
 	}
 	if r.waiting && !waiting {
 		l.loseWaiters(r.s)
@@ -417,32 +283,10 @@ func (l *Locker) rolledBack(s *session) {
 	l.deleteKeys(s.keys[0], s.keys[1])
 }
 
-// tookUp records that Redis dropped the marks of tokens: their grants now
-// live by the holders' key alone.
-func (l *Locker) tookUp(s *session, tokens []string) {
-	l.books.mu.Lock()
-	defer l.books.mu.Unlock()
-	for _, token := range tokens {
-		if lease := s.marks[token]; lease != nil {
-			lease.marked.Store(false)
-		}
-		delete(s.marks, token)
-	}
-}
-
 // renewalFailed reports a failed renewal of s as a failed heartbeat of
 // each lock its parties use.
 func (l *Locker) renewalFailed(s *session, err error) {
-	l.books.mu.Lock()
-	refs := map[*lockRef]bool{}
-	for lease := range s.leases {
-		refs[lease.ref] = true
-	}
-	for w := range s.waiters {
-		refs[w.ref] = true
-	}
-	l.books.mu.Unlock()
-	for ref := range refs {
+	for ref := range l.books.refsOf(s) {
 		l.heartbeatFailed(Event{Kind: EventHeartbeatFailed, Name: ref.name, Lock: ref.kind.lock, Err: err})
 	}
 }

@@ -12,29 +12,8 @@ import (
 // counts it until it is gone.
 func (l *Locker) withdraw(ctx context.Context, token string, wd *withdrawal) error {
 	err := l.cancelToken(ctx, wd.ref, wd.session, token, wd.hasMeta, wd.forGood)
-	l.books.mu.Lock()
-	defer l.books.mu.Unlock()
-	if err != nil {
-		if _, live := l.books.sessions[wd.session]; live {
-			l.books.pending[token] = wd
-			return err
-		}
-	}
-	l.withdrew(token, wd)
+	l.books.afterWithdrawal(token, wd, err != nil)
 	return err
-}
-
-// withdrew counts a withdrawal done. A session that withdrew many tokens
-// for good takes no new parties: each left a mark in Redis that lives as
-// long as the session. books.mu is held.
-func (l *Locker) withdrew(token string, wd *withdrawal) {
-	s := wd.session
-	s.left()
-	if wd.forGood {
-		if s.withdrawn++; s.withdrawn >= maxWithdrawn && l.books.current[s.scope] == s {
-			delete(l.books.current, s.scope)
-		}
-	}
 }
 
 // cancelToken runs cancel.lua for token, a party of s: it leaves the
@@ -55,25 +34,13 @@ func (l *Locker) cancelToken(ctx context.Context, ref *lockRef, s *session, toke
 
 // retryWithdrawals runs every pending withdrawal once.
 func (l *Locker) retryWithdrawals(ctx context.Context) {
-	l.books.mu.Lock()
-	pending := make(map[string]*withdrawal, len(l.books.pending))
-	for token, wd := range l.books.pending {
-		pending[token] = wd
-	}
-	l.books.mu.Unlock()
-	for token, wd := range pending {
+	for token, wd := range l.books.pendingWithdrawals() {
 		ctx, cancel := context.WithTimeout(ctx, l.cfg.heartbeat())
 		err := l.cancelToken(ctx, wd.ref, wd.session, token, wd.hasMeta, wd.forGood)
 		cancel()
-		if err != nil {
-			continue
+		if err == nil {
+			l.books.retried(token, wd)
 		}
-		l.books.mu.Lock()
-		if l.books.pending[token] == wd {
-			delete(l.books.pending, token)
-			l.withdrew(token, wd)
-		}
-		l.books.mu.Unlock()
 	}
 }
 
@@ -82,7 +49,7 @@ func (l *Locker) retryWithdrawals(ctx context.Context) {
 // heartbeat finishes the job. forGood says that the request that queued w
 // may still reach Redis. Then it reports w's end with why.
 func (l *Locker) leave(w *waiter, why error, forGood bool) {
-	l.forget(w)
+	l.books.forget(w)
 	left := w.event(EventCancelled)
 	left.Wait, left.Queued = time.Since(w.start), w.queued
 	wd := &withdrawal{ref: w.ref, session: w.session, hasMeta: w.meta != "", forGood: forGood}
