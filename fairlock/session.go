@@ -79,9 +79,9 @@ type session struct {
 	counted atomic.Int64
 }
 
-// rollback is the Err of the EventWarning that reports a session given up
+// errRolledBack is the Err of the EventWarning that reports a session given up
 // because Redis lost writes it had answered.
-var rollback = errors.New("fairlock: Redis lost writes it had acknowledged (a failover to a replica that missed them, or a restart from an older snapshot): the session is given up, its leases lost, its waiters queued again")
+var errRolledBack = errors.New("fairlock: Redis lost writes it had acknowledged (a failover to a replica that missed them, or a restart from an older snapshot): the session is given up, its leases lost, its waiters queued again")
 
 // maxWithdrawn is how many tokens one session withdraws for good before
 // the Locker starts another for new parties.
@@ -278,7 +278,7 @@ func (l *Locker) renewed(r *renewal, sent time.Time) {
 // ends whatever the lost writes left behind (a released lease still
 // holding its lock, a withdrawn waiter still queued).
 func (l *Locker) rolledBack(s *session) {
-	l.cfg.observe(Event{Kind: EventWarning, Err: rollback})
+	l.cfg.observe(Event{Kind: EventWarning, Err: errRolledBack})
 	l.loseSession(s)
 	l.deleteKeys(s.keys[0], s.keys[1])
 }

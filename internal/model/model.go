@@ -161,8 +161,6 @@ func (l *Lock) arrive(lane int) int64 {
 	return at
 }
 
-func (l *Lock) waiting() int { return len(l.waiters) }
-
 // line is the waiters of group in lane, in arrival order.
 func (l *Lock) line(grp string, lane int) []*waiter {
 	var out []*waiter

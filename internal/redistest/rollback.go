@@ -104,7 +104,7 @@ func (p *Pair) Failover(t testing.TB) {
 	p.Primary.Kill()
 	promoted := redis.NewClient(&redis.Options{Addr: p.Replica.Addr, MaxRetries: -1})
 	defer promoted.Close()
-	if err := promoted.SlaveOf(ctx, "NO", "ONE").Err(); err != nil {
+	if err := promoted.ReplicaOf(ctx, "NO", "ONE").Err(); err != nil {
 		t.Fatalf("promote %s: %v", p.Replica.Addr, err)
 	}
 	p.Proxy.Retarget(p.Replica.Addr)
