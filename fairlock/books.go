@@ -1,6 +1,7 @@
 package fairlock
 
 import (
+	"maps"
 	"strconv"
 	"sync"
 	"time"
@@ -548,11 +549,7 @@ func (b *books) afterWithdrawal(token string, wd *withdrawal, failed bool) {
 func (b *books) pendingWithdrawals() map[string]*withdrawal {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	pending := make(map[string]*withdrawal, len(b.pending))
-	for token, wd := range b.pending {
-		pending[token] = wd
-	}
-	return pending
+	return maps.Clone(b.pending)
 }
 
 // retried counts a withdrawal the heartbeat retried done, once.
