@@ -2,6 +2,8 @@ package fairlock
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -9,22 +11,19 @@ import (
 )
 
 // FloorCycle returns fairlock's uncontended cycle on name without
-// fairlock's Go code, for BenchmarkSideBySide: the commands a Locker sends
-// (the fast path's pipeline, then release_fast.lua with the same
-// arguments), from a plain loop on client, each round trip under
-// ctx(). Beside naive's and fairlock's cycles it splits fairlock's cost
-// into what its promises cost Redis and the wire (floor ÷ naive) and what
-// its own Go code costs (fairlock ÷ floor). l gives only the lock's keys:
-// none of its calls are made.
+// fairlock's Go code, for BenchmarkSideBySide: the calls a Locker sends
+// (acquire_fast.lua, then release_fast.lua), from a plain loop on client,
+// each round trip under ctx(). Beside naive's and fairlock's cycles it
+// splits fairlock's cost into what its promises cost Redis and the wire
+// (floor ÷ naive) and what its own Go code costs (fairlock ÷ floor). l
+// gives only the lock's keys: none of its calls are made.
 func FloorCycle(l *Locker, client *redis.Client, name string, ctx func() (context.Context, context.CancelFunc)) func() error {
 	ref := l.refs.get(mutexKind, name)
 	session := ref.sessions + "floor.1"
-	exists := []any{"exists", session, session, ref.keys[2]}
 	// The session a Locker's heartbeat would keep, for the benchmark's
 	// length (it runs on a redis-server of its own).
 	setup, cancel := ctx()
 	client.HSet(setup, session, "", 1)
-	fenceFast.Load(setup, client) // a pipeline cannot fall back to EVAL
 	client.PExpire(setup, session, 10*time.Minute)
 	cancel()
 	var seq uint64
@@ -32,17 +31,41 @@ func FloorCycle(l *Locker, client *redis.Client, name string, ctx func() (contex
 		seq++
 		token := "floor.1:" + strconv.FormatUint(seq, 36)
 		c, cancel := ctx()
-		p := client.Pipeline()
-		p.Do(c, exists...)
-		p.Do(c, "set", ref.keys[0], token, "nx", "get", "px", 10_000)
-		p.Do(c, "evalsha", fenceFast.sha, 2, ref.keys[0], ref.keys[3], token)
-		_, err := p.Exec(c)
+		err := acquireFast.run(c, client, []any{nil, nil, 4, ref.keys[0], ref.keys[3], ref.keys[2], session, token, 10_000}, once).Err()
 		cancel()
-		if err != nil && err != redis.Nil { // SET GET found no holder
+		if err != nil {
 			return err
 		}
 		c, cancel = ctx()
 		defer cancel()
 		return releaseFast.run(c, client, []any{nil, nil, 3, ref.keys[0], ref.keys[2], session, token}, once).Err()
 	}
+}
+
+// Batched is how many calls wait in l's batcher for the batch in flight.
+func Batched(l *Locker) int {
+	l.batch.mu.Lock()
+	defer l.batch.mu.Unlock()
+	return len(l.batch.queue)
+}
+
+// LateOpening sends on client, as a request of l's current session on name
+// that arrived late would, acquire_fast.lua's opening of that session, with
+// token; the lock must be held by someone else, so that only the opening
+// runs.
+func LateOpening(ctx context.Context, l *Locker, client *redis.Client, name, token string) error {
+	ref := l.refs.get(mutexKind, name)
+	l.books.mu.Lock()
+	s := l.books.current[ref.scope]
+	l.books.mu.Unlock()
+	if s == nil {
+		return errors.New("no current session")
+	}
+	open := l.books.openArgs(&session{})
+	args := append([]any{nil, nil, 5, ref.keys[0], ref.keys[3], ref.keys[2], s.keys[0], s.keys[1], token, l.refs.recordMs}, open...)
+	fence, err := acquireFast.run(ctx, client, args, once).Int64()
+	if err == nil && fence != 0 {
+		return fmt.Errorf("the late opening took the lock (%d)", fence)
+	}
+	return err
 }

@@ -184,13 +184,13 @@ func (s *Lease) release(ctx context.Context, marked bool) (n int, err error) {
 	if ref.kind.fast && !s.queued && !s.hasMeta && !marked && time.Now().UnixNano() > ref.busyUntil.Load() {
 		// The holders key, the order set and the session's key, boxed once.
 		args := []any{nil, nil, 3, ref.args[0], ref.args[2], s.session.keys[0], s.tokenArg}
-		n, err := releaseFast.run(ctx, s.locker.client, args, once).Int()
+		n, err := releaseFast.run(ctx, s.locker.batch, args, once).Int()
 		if err != nil || n >= 0 {
 			return n, err
 		}
 		ref.markBusy(s.locker.cfg.heartbeat())
 	}
-	return ref.kind.scripts.release.run(ctx, s.locker.client, ref.call(s.tokenArg, flag(s.hasMeta), flag(marked)), once).Int()
+	return ref.kind.scripts.release.run(ctx, s.locker.batch, ref.call(s.tokenArg, flag(s.hasMeta), flag(marked)), once).Int()
 }
 
 // Extend makes the lease live at least ttl more in Redis, counted from the
@@ -206,7 +206,7 @@ func (s *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		return ErrNotHeld
 	}
 	sent := time.Now()
-	held, err := s.ref.kind.scripts.extend.run(ctx, s.locker.client, s.ref.call(s.token, ttl.Milliseconds(), flag(s.hasMeta), noArg), retried).Int()
+	held, err := s.ref.kind.scripts.extend.run(ctx, s.locker.batch, s.ref.call(s.token, ttl.Milliseconds(), flag(s.hasMeta), noArg), retried).Int()
 	if err != nil {
 		return failed("extend", s.ref.name, err)
 	}

@@ -17,6 +17,7 @@ import (
 // pub/sub connection (one per shard on Cluster) and one heartbeat timer.
 type Locker struct {
 	client   redis.UniversalClient
+	batch    *batcher // carries the script calls of Acquire, Release, Extend and withdrawals
 	cfg      config
 	id       string
 	sharded  bool // on Redis Cluster: sessions and channels per lock name
@@ -28,7 +29,6 @@ type Locker struct {
 	closing  chan struct{}  // closed by Shutdown: waiters give up
 	stopped  chan struct{}  // closed by Shutdown when no call is left: background goroutines stop
 	kick     chan struct{}  // asks for a heartbeat now
-	sends    sendSlots      // Acquire requests in flight; nil: unbounded
 	bg       sync.WaitGroup
 	// life bounds the Locker's own calls to Redis (heartbeats, withdrawals):
 	// Shutdown ends it when it returns.
@@ -64,7 +64,7 @@ func New(client redis.UniversalClient, opts ...Option) (*Locker, error) {
 		kick:    make(chan struct{}, 1),
 	}
 	_, l.sharded = client.(*redis.ClusterClient)
-	l.sends = newSendSlots(client)
+	l.batch = newBatcher(client)
 	l.life, l.end = context.WithCancel(context.Background())
 	l.refs = newRefCache(&l.cfg, l.id, l.sharded)
 	l.books = newBooks(&l.cfg, l.sessionExpired)
@@ -190,7 +190,8 @@ func (l *Locker) stop(ctx context.Context, err error) error {
 	errs := []error{err, l.notifier.close()}
 	// Every background call derives from l.life, now ended: the goroutines
 	// return as soon as go-redis hands their calls back.
-	if werr := waitFor(ctx, l.bg.Wait); werr != nil && err == nil {
+	wait := func() { l.bg.Wait(); l.batch.drains.Wait() }
+	if werr := waitFor(ctx, wait); werr != nil && err == nil {
 		errs = append(errs, werr)
 	}
 	return errors.Join(errs...)

@@ -205,10 +205,10 @@ func TestMetadataTooLong(t *testing.T) {
 	released(t, s)
 }
 
-// Without metadata, an uncontended cycle runs the fast path's EXISTS, SET,
-// and fence_fast.lua's GET of the lock, GET of the fence, TIME and SET of
-// the fence; then release_fast.lua's EXISTS, GET, DEL and HINCRBY of the
-// session's count. With it, the acquire script instead of the fast path
+// Without metadata, an uncontended cycle runs acquire_fast.lua's EXISTS
+// of the session, SET of the lock, EXISTS of the order set, and the
+// fence's GET, TIME and SET; then release_fast.lua's EXISTS, GET, DEL and
+// HINCRBY of the session's count. With it, the acquire script instead
 // (it writes the metadata): HMGET of the session (does it live, did it
 // withdraw the token) and GET of its waiters' key, ZCARD of the queue
 // (does anyone wait), GET of the lock, the fence's GET, TIME and SET, SET
@@ -229,7 +229,7 @@ func TestMetadataCostsNoCommandWhenUnset(t *testing.T) {
 		opts []fairlock.AcquireOption
 		want string
 	}{
-		{nil, "del=10 evalsha=20 exists=20 get=30 hincrby=10 set=20 time=10"},
+		{nil, "del=10 evalsha=20 exists=30 get=20 hincrby=10 set=20 time=10"},
 		{[]fairlock.AcquireOption{fairlock.WithMetadata("job 7")}, "del=10 evalsha=20 get=40 hdel=10 hincrby=10 hmget=10 hset=10 pexpire=20 set=20 time=10 zcard=10 zrange=10"},
 	} {
 		rdb.ConfigResetStat(ctx)

@@ -16,12 +16,12 @@ import (
 // sends within a waiter TTL, must not starve the heartbeat of connections:
 // its waiters' key would expire, every waiter would lose its place and
 // queue again, in a burst as large, and so on for as long as the lock is
-// held. The Locker keeps two of the pool's connections free of its
-// Acquire calls. A proxy's latency, not load, makes the burst long: each
-// request takes 100 ms, so 120 waiters take a pool of 4 three seconds to
-// send, past the waiter TTL of 2 s; a renewal with a connection of its own
-// takes 100 ms of the 1.3 s between a heartbeat (every 667 ms) and its
-// waiters' deadline.
+// held. The Locker's calls share their round trips (batch.go), so they
+// take one connection of the pool at a time. A proxy's latency, not load,
+// would make the burst long: each request takes 100 ms, so 120 waiters
+// sent one by one would take a pool of 4 three seconds, past the waiter
+// TTL of 2 s; a renewal with a connection of its own takes 100 ms of the
+// 1.3 s between a heartbeat (every 667 ms) and its waiters' deadline.
 func TestBurstOfWaitersKeepsTheirPlaces(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 2*time.Minute)

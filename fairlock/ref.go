@@ -18,11 +18,6 @@ type lockRef struct {
 	// sessions is what its sessions' keys start with, and channel this
 	// Locker's channel for its grants.
 	sessions, channel string
-	// The fast path's commands (fastpath.go), built once: go-redis only
-	// reads them, and one call at a time uses them (trying). fastExists is
-	// for the session fastSession.
-	fastSet, fastFence, fastExists []any
-	fastSession                    *session
 	// busyUntil is when the fast path is worth trying again (unix ns),
 	// after it found the lock held or waited for; trying is set while a
 	// call tries it (fastpath.go).
@@ -106,9 +101,6 @@ func (c *refCache) get(k *kind, name string) *lockRef {
 		r.args = append(r.args, key)
 	}
 	r.args = append(r.args, r.sessions, notifyCmd, notifyPrefix, c.keepMs, c.scanMs)
-	lock, fence := r.args[0], r.args[3]
-	r.fastSet = []any{"set", lock, nil, "nx", "get", "px", c.recordMs}
-	r.fastFence = []any{"evalsha", fenceFast.sha, 2, lock, fence, nil}
 	c.refs[refKey{k, name}] = r
 	return r
 }

@@ -29,10 +29,10 @@ func newScriptSet(s scripts.Set) *scriptSet {
 
 var (
 	// releaseFast is the mutex's uncontended release (Lease.release),
-	// fenceFast the fast path's fence (fastpath.go), renew a session's
-	// renewal (session.go).
+	// acquireFast the fast path (fastpath.go), renew a session's renewal
+	// (session.go).
 	releaseFast = newScript(scripts.ReleaseFast)
-	fenceFast   = newScript(scripts.FenceFast)
+	acquireFast = newScript(scripts.AcquireFast)
 	renew       = newScript(scripts.Renew)
 	// mutexScripts keep the holder in one string key.
 	mutexScripts = newScriptSet(scripts.Mutex)

@@ -23,69 +23,10 @@ var errWithdrawn = errors.New("fairlock: request withdrawn after its answer was 
 // who may have come first: it hands the lock to them and queues.
 var errQueuedFirst = errors.New("fairlock: waiters queued")
 
-// sendReserve is how many connections of its client's pool a Locker keeps
-// free of its Acquire requests: the heartbeat's, whose renewals keep every
-// waiter's place, and one for a release or a withdrawal. Without them a
-// burst of Acquire calls (or of waiters queueing again) longer than the
-// waiter TTL, all queued for a connection in go-redis's pool ahead of the
-// heartbeat, lets the waiters' key expire: every waiter loses its place
-// and queues again, a burst as large, for as long as the lock is held.
-const sendReserve = 2
-
-// sendSlots are a Locker's slots for Acquire requests in flight: callers
-// wait for one in arrival order, as they would for the pool. nil: no
-// bound.
-type sendSlots chan struct{}
-
-// newSendSlots makes the slots of a Locker on client: its pool size less
-// sendReserve, at least one; nil for a client whose pool size it cannot
-// read.
-func newSendSlots(client redis.UniversalClient) sendSlots {
-	var size int
-	switch c := client.(type) {
-	case *redis.Client:
-		size = c.Options().PoolSize
-	case *redis.ClusterClient:
-		size = c.Options().PoolSize
-	case *redis.Ring:
-		size = c.Options().PoolSize
-	}
-	if size <= 0 {
-		return nil
-	}
-	return make(sendSlots, max(1, size-sendReserve))
-}
-
-// take waits for a slot for a request that brings a token, and its
-// recovery, until ctx ends or closing is closed.
-func (s sendSlots) take(ctx context.Context, closing <-chan struct{}) error {
-	if s == nil {
-		return nil
-	}
-	select {
-	case s <- struct{}{}:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-closing:
-		return ErrClosed
-	}
-}
-
-func (s sendSlots) free() {
-	if s != nil {
-		<-s
-	}
-}
-
 // tryFast runs the fast path; done is false when the call goes on to the
 // script (the lock is held, or it was free with waiters queued, whom the
 // fast path handed it to).
 func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Lease, done bool, err error) {
-	if err := a.l.sends.take(ctx, a.l.closing); err != nil {
-		return nil, true, a.fail(w, err, false)
-	}
-	defer a.l.sends.free()
 	sent := a.l.books.sentAt(w, time.Now())
 	fence, outcome, err := a.l.fastAcquire(ctx, w, open)
 	if err != nil && !isRedisError(err) {
@@ -113,8 +54,6 @@ func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Le
 		return nil, true, ctxError(ctx, a.fail(w, failed("acquire", w.ref.name, err), true))
 	case outcome == fastSessionGone:
 		return nil, false, a.l.sessionGone(w)
-	case outcome == fastMigrating:
-		return nil, false, nil // the session's opening may not have run either
 	case outcome == fastGranted:
 		if open != nil {
 			a.l.books.confirm(w.session, sent, true, true)
@@ -131,20 +70,14 @@ func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Le
 	return nil, false, nil
 }
 
-// enqueue runs acquire.lua for w. It runs on the caller's goroutine: a
-// goroutine aside, which would let a cancelled Acquire return while Redis
-// stalls, costs a third of an uncontended acquire on a two-core machine.
-// So a call already sent ends when go-redis returns (its read timeout, or
-// the context's deadline with ContextTimeoutEnabled), and then leaves.
+// enqueue runs acquire.lua for w, in the Locker's next batch (batch.go):
+// a call whose context ends stops waiting for its answer, as for a lost
+// one.
 func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, error) {
 	args := w.ref.call(w.tokenArg, a.mode, metaValue(w.meta), a.req.capacity, a.req.limit, w.group, w.weight)
 	args = append(args, open...)
-	if err := a.l.sends.take(ctx, a.l.closing); err != nil {
-		return 0, a.fail(w, err, false)
-	}
-	defer a.l.sends.free()
 	sent := a.l.books.sentAt(w, time.Now())
-	reply, err := w.ref.kind.scripts.acquire.run(ctx, a.l.client, args, once).Int64()
+	reply, err := w.ref.kind.scripts.acquire.run(ctx, a.l.batch, args, once).Int64()
 	if err != nil && !isRedisError(err) {
 		// The answer was lost, maybe not the request.
 		if reply, err = a.recover(ctx, w, a.mode, err); err == nil && reply == 0 {
@@ -181,7 +114,7 @@ func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, er
 // w is withdrawn for good in the background and the call ends with cause.
 func (a *attempt) recover(ctx context.Context, w *waiter, mode any, cause error) (int64, error) {
 	args := w.ref.call(w.tokenArg, mode, a.l.refs.leaseMs)
-	reply, err := w.ref.kind.scripts.recover.run(ctx, a.l.client, args, retried).Int64()
+	reply, err := w.ref.kind.scripts.recover.run(ctx, a.l.batch, args, retried).Int64()
 	switch {
 	case err == nil:
 		if reply == 0 {

@@ -21,7 +21,8 @@ package fairlock_test
 //     used_cpu_user of INFO cpu), client-µs/cycle (this process's
 //     getrusage, both peers' goroutines and go-redis's included) and
 //     cmds/cycle (total_commands_processed of INFO stats, less the INFO
-//     calls that read it).
+//     calls that read it), and calls/trip, the commands the client sent
+//     per round trip (fairlock's batches: batch.go).
 
 import (
 	"context"
@@ -31,6 +32,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -51,7 +53,35 @@ type manyNamesPeer struct {
 	elapsed             time.Duration
 	redisCPU, clientCPU time.Duration
 	commands            int64
+	trips, calls        int64
 	sliceRates          []float64
+}
+
+// tripCounter counts a client's round trips, the commands they carry, and
+// the most one carried.
+type tripCounter struct{ trips, calls, largest atomic.Int64 }
+
+func (*tripCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (tc *tripCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		tc.trips.Add(1)
+		tc.calls.Add(1)
+		return next(ctx, cmd)
+	}
+}
+
+func (tc *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		tc.trips.Add(1)
+		tc.calls.Add(int64(len(cmds)))
+		for n := int64(len(cmds)); n > tc.largest.Load(); {
+			if tc.largest.CompareAndSwap(tc.largest.Load(), n) {
+				break
+			}
+		}
+		return next(ctx, cmds)
+	}
 }
 
 // redisStats reads Redis's CPU time and the commands it has run.
@@ -90,6 +120,8 @@ func BenchmarkSideBySideManyNames(b *testing.B) {
 	shared := redis.NewClient(&redis.Options{Addr: srv.Addr})
 	info := redis.NewClient(&redis.Options{Addr: srv.Addr, PoolSize: 1})
 	b.Cleanup(func() { shared.Close(); info.Close() })
+	trips := &tripCounter{}
+	shared.AddHook(trips)
 	names := make([]string, sideBySideWorkers)
 	for i := range names {
 		names[i] = fmt.Sprintf("names-%d", i)
@@ -126,6 +158,7 @@ func BenchmarkSideBySideManyNames(b *testing.B) {
 	slice := func(p *manyNamesPeer, d time.Duration, count bool) {
 		rcpu0, cmds0 := redisStats(b, info)
 		ccpu0 := processCPU(b)
+		trips0, calls0 := trips.trips.Load(), trips.calls.Load()
 		start := time.Now()
 		var mu sync.Mutex
 		var n int64
@@ -167,6 +200,8 @@ func BenchmarkSideBySideManyNames(b *testing.B) {
 		p.redisCPU += rcpu1 - rcpu0
 		p.clientCPU += ccpu1 - ccpu0
 		p.commands += cmds1 - cmds0 - 1 // the INFO that read cmds1
+		p.trips += trips.trips.Load() - trips0
+		p.calls += trips.calls.Load() - calls0
 		p.sliceRates = append(p.sliceRates, float64(n)/el.Seconds())
 	}
 
@@ -201,5 +236,6 @@ func BenchmarkSideBySideManyNames(b *testing.B) {
 		b.ReportMetric(perCycle(p.redisCPU, p), p.name+"-redis-µs/cycle")
 		b.ReportMetric(perCycle(p.clientCPU, p), p.name+"-client-µs/cycle")
 		b.ReportMetric(float64(p.commands)/float64(p.cycles), p.name+"-cmds/cycle")
+		b.ReportMetric(float64(p.calls)/float64(p.trips), p.name+"-calls/trip")
 	}
 }

@@ -99,6 +99,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -212,6 +213,9 @@ type machine struct {
 	full                         bool     // Redis at full memory
 	valid                        *validity
 	hits                         map[string]int // faults that took effect, by class, over the whole run
+	// batched counts the Lockers' calls that shared a round trip with
+	// another (batch.go), over the whole run.
+	batched atomic.Int64
 
 	mu      sync.Mutex
 	pending map[[2]int]*smCall // by locker and lock: at most one each
@@ -224,25 +228,60 @@ type smHeld struct {
 	class string
 }
 
+// smCalls are the SHA1s of the scripts a Locker's calls run in batches
+// (batch.go): its heartbeat's pipeline runs others.
+var smCalls = func() map[string]bool {
+	calls := map[string]bool{}
+	for name, src := range scripts.All() {
+		switch name[strings.Index(name, "/")+1:] {
+		case "acquire", "acquire_fast", "recover", "release", "release_fast", "cancel":
+			sum := sha1.Sum([]byte(src))
+			calls[hex.EncodeToString(sum[:])] = true
+		}
+	}
+	return calls
+}()
+
+// A batchCounter counts the calls of a Locker's batches of two or more.
+type batchCounter struct{ n *atomic.Int64 }
+
+func (batchCounter) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (batchCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (bc batchCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		var n int64
+		for _, cmd := range cmds {
+			if args := cmd.Args(); len(args) > 1 && smCalls[fmt.Sprint(args[1])] {
+				n++
+			}
+		}
+		if n > 1 {
+			bc.n.Add(n)
+		}
+		return next(ctx, cmds)
+	}
+}
+
 // smMarkers are the requests of the Lockers that a fault can catch, by
 // the bytes they carry: the SHA1 of each script they run (EVALSHA, the
-// renewal's renew.lua among them) and the fast path (EXISTS). smRetried
+// renewal's renew.lua among them). smRetried
 // are those go-redis may send again: the scripts that bring no token.
 var smMarkers, smRetried = func() (all, retried []string) {
 	for name, src := range scripts.All() {
 		sum := sha1.Sum([]byte(src))
 		sha := hex.EncodeToString(sum[:])
 		switch name[strings.Index(name, "/")+1:] {
-		case "recover", "cancel", "extend", "heartbeat", "renew", "fence_fast":
+		case "recover", "cancel", "extend", "heartbeat", "renew":
 			retried = append(retried, sha)
 			all = append(all, sha)
-		case "acquire", "release", "release_fast":
+		case "acquire", "acquire_fast", "release", "release_fast":
 			all = append(all, sha)
 		}
 	}
 	slices.Sort(all)
 	slices.Sort(retried)
-	return append(all, "exists"), retried
+	return all, retried
 }()
 
 func (m *machine) init(rt *rapid.T) {
@@ -286,6 +325,7 @@ func (m *machine) addLocker(rt *rapid.T) {
 		opt.MaxRetries = 3
 	}
 	c := redis.NewClient(opt)
+	c.AddHook(batchCounter{&m.batched})
 	opts := []fairlock.Option{fairlock.WithLeaseTTL(lease), fairlock.WithWaiterTTL(waiter), fairlock.WithPriorityAging(aging)}
 	if observed {
 		// This test case's books: a Locker whose Close gave up on a
@@ -491,12 +531,39 @@ func (m *machine) request(rt *rapid.T, lock int) smRequest {
 func (m *machine) Acquire(rt *rapid.T) {
 	i := m.alive(rt)
 	lock := rapid.IntRange(0, len(smLocks)-1).Draw(rt, "lock")
-	m.mu.Lock()
-	busy := m.pending[[2]int{i, lock}] != nil
-	m.mu.Unlock()
-	if busy {
+	if m.waitsFor(i, lock) {
 		rt.Skip("one waiting call per Locker and lock")
 	}
+	m.awaitQueued(m.startAcquire(rt, i, lock))
+}
+
+// AcquireMany starts an Acquire on every lock one Locker does not wait
+// for, at once: the calls share round trips (batch.go).
+func (m *machine) AcquireMany(rt *rapid.T) {
+	i := m.alive(rt)
+	var started []*smCall
+	for lock := range smLocks {
+		if !m.waitsFor(i, lock) {
+			started = append(started, m.startAcquire(rt, i, lock))
+		}
+	}
+	if len(started) < 2 {
+		rt.Skip("a Locker that waits for all but one lock")
+	}
+	for _, c := range started {
+		m.awaitQueued(c)
+	}
+}
+
+// waitsFor tells whether Locker i has a call waiting for lock.
+func (m *machine) waitsFor(i, lock int) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.pending[[2]int{i, lock}] != nil
+}
+
+// startAcquire starts an Acquire of lock by Locker i in a goroutine.
+func (m *machine) startAcquire(rt *rapid.T, i, lock int) *smCall {
 	r := m.request(rt, lock)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	c := &smCall{locker: i, lock: lock, permits: r.permits, group: r.group, priority: r.priority, gen: m.gen, started: time.Now(), cancel: cancel,
@@ -529,6 +596,12 @@ func (m *machine) Acquire(rt *rapid.T) {
 	m.pending[[2]int{i, lock}] = c
 	m.mu.Unlock()
 	m.calls = append(m.calls, c)
+	return c
+}
+
+// awaitQueued returns when c is queued or has ended, or when a fault
+// seems to hold it up.
+func (m *machine) awaitQueued(c *smCall) {
 	select {
 	case <-c.queued:
 		c.arrival = m.step
@@ -1412,7 +1485,7 @@ func TestStateMachine(t *testing.T) {
 		steps += m.step
 		m.finish(rt)
 	})
-	t.Logf("%d steps checked; faults that took effect: %v", steps, m.hits)
+	t.Logf("%d steps checked; faults that took effect: %v; %d calls shared a round trip", steps, m.hits, m.batched.Load())
 }
 
 // A validity keeps, for each lock, the spans in which a lease was valid as

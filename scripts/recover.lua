@@ -25,8 +25,8 @@ if holds(token) then
   if not holderAlive(token) then return redis.error_reply('ERR_SESSION_GONE') end
   if ARGV[7] == 'fast' and waiting() > 0 then return redis.error_reply('ERR_WAITERS_FIRST') end
   clearMark(token)
-  -- The fast path draws its grant's fence after its SET (fence_fast.lua),
-  -- which may not have run: its grant gets one now, above the last.
+  -- A fast path that found waiters queued took the lock without a fence
+  -- (acquire_fast.lua): if it is still the holder, its grant gets one now.
   if ARGV[7] == 'fast' then return nextFence() end
   return fenceOf(token)
 end

@@ -5,9 +5,9 @@
 // runs, since Redis defines every function of a script anew on each call.
 // Modules talk to each other through their functions only. A few scripts
 // stand alone, with their own keys and none of lib/keys.lua, for the calls
-// that run most often: release_fast.lua and fence_fast.lua, the mutex's
-// uncontended release and the fast path's fence, and renew.lua, a
-// session's renewal.
+// that run most often: release_fast.lua and acquire_fast.lua, the
+// mutex's uncontended release and acquire, and renew.lua, a session's
+// renewal.
 //
 // One queue engine (lib/grant.lua, lib/unlock.lua, lib/maintain.lua and
 // the scripts) serves every kind of lock; what differs is where the holders
@@ -235,11 +235,11 @@ func loadSet(store string) Set {
 }
 
 var (
-	// ReleaseFast is the mutex's uncontended release, FenceFast the fast
-	// path's fence, and Renew a session's renewal: scripts that stand
-	// alone, for the calls that run most often.
+	// ReleaseFast is the mutex's uncontended release, AcquireFast its
+	// uncontended acquire, and Renew a session's renewal: scripts that
+	// stand alone, for the calls that run most often.
 	ReleaseFast = loadAlone("release_fast.lua")
-	FenceFast   = loadAlone("fence_fast.lua")
+	AcquireFast = loadAlone("acquire_fast.lua")
 	Renew       = loadAlone("renew.lua")
 	// Mutex keeps its holder in one string key, its waiters in one line.
 	Mutex = loadSet("lock")
@@ -251,7 +251,7 @@ var (
 // All lists every script, for tests: those of a store by store and file
 // ("lock/acquire"), those that stand alone by file ("renew").
 func All() map[string]string {
-	all := map[string]string{"release_fast": ReleaseFast, "fence_fast": FenceFast, "renew": Renew}
+	all := map[string]string{"release_fast": ReleaseFast, "acquire_fast": AcquireFast, "renew": Renew}
 	for store, set := range map[string]Set{"lock": Mutex, "counted": Counted} {
 		for file, src := range map[string]string{
 			"acquire": set.Acquire, "recover": set.Recover, "release": set.Release, "cancel": set.Cancel, "extend": set.Extend,
