@@ -35,6 +35,7 @@ type config struct {
 		workers, rounds int
 		dur             time.Duration
 		sideBySideTime  string
+		rueidis         bool
 	}
 	cont struct {
 		workers   int

@@ -205,6 +205,7 @@ func namesFlags(fs *flag.FlagSet, c *config) {
 	fs.IntVar(&n.workers, "names-workers", namesInRepoWorkers, "names: workers, each cycling a name of its own, all on one client per peer (go-redis's default pool; fairlock: one Locker)")
 	fs.DurationVar(&n.dur, "names-dur", 6*time.Second, "names: duration per peer, in -names-rounds turns")
 	fs.IntVar(&n.rounds, "names-rounds", 20, "names: turns per peer, the peers taking turns (6 s / 20: 300 ms, BenchmarkSideBySideManyNames's slice)")
+	fs.BoolVar(&n.rueidis, "names-rueidis", true, "names: run rueidislock and the naive lock on rueidis beside the other peers")
 	fs.StringVar(&n.sideBySideTime, "names-sidebyside-benchtime", "12s", "names: -test.benchtime of BenchmarkSideBySideManyNames, run from the -sidebyside binary right after the names row (each peer gets about half, in 300 ms slices)")
 }
 
@@ -219,6 +220,9 @@ func (b *bench) names() {
 		if p.Redis {
 			peers = append(peers, p)
 		}
+	}
+	if nc.rueidis {
+		peers = append(peers, rueidisPeers()...)
 	}
 	b.res.Names = runNames(peers, b.env, b.mon, nc.workers, nc.dur, nc.rounds)
 	for _, r := range b.res.Names {
