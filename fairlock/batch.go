@@ -9,13 +9,17 @@ import (
 )
 
 // A batcher carries the script calls of a Locker's goroutines to Redis in
-// shared round trips. A call that finds no batch in flight is sent at
-// once, alone; the calls made while a batch is in flight wait for it and
-// go together in the next one. There is no timer: a lone caller waits for
-// nobody, and many callers pay one write and one read, on each side, for
-// all of them. That is most of what a short script costs Redis and the
-// client, so a Locker serving many names at once costs less per cycle
+// shared round trips. A call that finds no batch of its shard in flight is
+// sent at once, alone; the calls made while one is in flight wait for it
+// and go together in the next one. There is no timer: a lone caller waits
+// for nobody, and many callers pay one write and one read, on each side,
+// for all of them. That is most of what a short script costs Redis and
+// the client, so a Locker serving many names at once costs less per cycle
 // than a plain SET NX PX lock sending its commands one by one.
+//
+// On Cluster each primary has a line of its own: a batch waits only for
+// its own shard. A call whose shard is unknown (the slot map not loaded)
+// takes the line of no shard, whose batches pipeline splits by primary.
 //
 // Each call keeps its own fate. A reply lost or a connection cut fails
 // every call of its batch, each as it would fail alone. A call whose
@@ -25,14 +29,21 @@ import (
 // go-redis send none of its batch again; the others fail with it and their
 // callers do what they do after any error.
 type batcher struct {
-	client redis.UniversalClient
+	client  redis.UniversalClient
+	cluster *redis.ClusterClient // nil: one shard
 	// drains counts the goroutines sending the batches that queued behind
 	// a caller's, which Shutdown waits for.
 	drains sync.WaitGroup
 
-	mu      sync.Mutex
+	mu    sync.Mutex
+	lines map[*redis.Client]*batchLine // by primary; nil: one Redis, or shard unknown
+}
+
+// A batchLine is one shard's calls: those queued for its next batch, and
+// whether one is in flight. The batcher's mu guards it.
+type batchLine struct {
 	queue   []*batchCall
-	sending bool // a batch is in flight: new calls queue for the next one
+	sending bool
 }
 
 // maxBatch bounds the calls of one batch, so that a burst of thousands of
@@ -51,14 +62,16 @@ type batchCall struct {
 }
 
 func newBatcher(client redis.UniversalClient) *batcher {
-	return &batcher{client: client}
+	b := &batcher{client: client, lines: map[*redis.Client]*batchLine{}}
+	b.cluster, _ = client.(*redis.ClusterClient)
+	return b
 }
 
 // Process sends cmd, a script call (*redis.Cmd or onceCmd), in the next
-// batch, and sets its reply or its error. Process leads the batch when
-// none is in flight, and a caller that leads goes on to its own reply as
-// soon as it has it: the calls that queued meanwhile are sent by a
-// goroutine of their own.
+// batch of its shard, and sets its reply or its error. Process leads the
+// batch when none is in flight, and a caller that leads goes on to its own
+// reply as soon as it has it: the calls that queued meanwhile are sent by
+// a goroutine of their own.
 func (b *batcher) Process(ctx context.Context, cmd redis.Cmder) error {
 	var mine *redis.Cmd
 	sendOnce := false
@@ -75,14 +88,15 @@ func (b *batcher) Process(ctx context.Context, cmd redis.Cmder) error {
 	if sendOnce {
 		call.cmd = onceCmd{call.val}
 	}
+	line := b.lineOf(ctx, mine)
 	b.mu.Lock()
-	b.queue = append(b.queue, call)
-	lead := !b.sending
-	b.sending = true
+	line.queue = append(line.queue, call)
+	lead := !line.sending
+	line.sending = true
 	b.mu.Unlock()
-	if lead && b.sendNext() {
+	if lead && b.sendNext(line) {
 		b.drains.Add(1)
-		go b.drain()
+		go b.drain(line)
 	}
 	select {
 	case <-call.done:
@@ -94,21 +108,40 @@ func (b *batcher) Process(ctx context.Context, cmd redis.Cmder) error {
 	return mine.Err()
 }
 
-// drain sends batches until none is queued.
-func (b *batcher) drain() {
+// lineOf is the line of the shard cmd's first key is on. A script call's
+// arguments are EVALSHA, the script, the number of keys, then its keys.
+func (b *batcher) lineOf(ctx context.Context, cmd *redis.Cmd) *batchLine {
+	var shard *redis.Client
+	if args := cmd.Args(); b.cluster != nil && len(args) > 3 {
+		if key, ok := args[3].(string); ok {
+			shard, _ = b.cluster.MasterForKey(ctx, key)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	line := b.lines[shard]
+	if line == nil {
+		line = &batchLine{}
+		b.lines[shard] = line
+	}
+	return line
+}
+
+// drain sends line's batches until none is queued.
+func (b *batcher) drain(line *batchLine) {
 	defer b.drains.Done()
-	for b.sendNext() {
+	for b.sendNext(line) {
 	}
 }
 
-// sendNext sends the calls queued, at most maxBatch, less those whose
-// callers stopped waiting, and reports whether more are queued: if not,
-// the next call leads.
-func (b *batcher) sendNext() (more bool) {
+// sendNext sends the calls queued on line, at most maxBatch, less those
+// whose callers stopped waiting, and reports whether more are queued: if
+// not, the line's next call leads.
+func (b *batcher) sendNext(line *batchLine) (more bool) {
 	b.mu.Lock()
-	n := min(len(b.queue), maxBatch)
-	batch := b.queue[:n:n]
-	b.queue = b.queue[n:]
+	n := min(len(line.queue), maxBatch)
+	batch := line.queue[:n:n]
+	line.queue = line.queue[n:]
 	b.mu.Unlock()
 
 	live := batch[:0:0]
@@ -125,11 +158,11 @@ func (b *batcher) sendNext() (more bool) {
 		b.client.Process(live[0].ctx, live[0].cmd) //nolint:errcheck // the error is the command's
 	default:
 		ctx, cancel := batchContext(live)
-		pipe := b.client.Pipeline()
-		for _, c := range live {
-			pipe.Process(ctx, c.cmd) //nolint:errcheck // queued, not sent
+		cmds := make([]redis.Cmder, len(live))
+		for i, c := range live {
+			cmds[i] = c.cmd
 		}
-		pipe.Exec(ctx) //nolint:errcheck // each command has its own error
+		pipeline(ctx, b.client, cmds) //nolint:errcheck // each command has its own error
 		cancel()
 	}
 	for _, c := range live {
@@ -138,11 +171,11 @@ func (b *batcher) sendNext() (more bool) {
 
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if len(b.queue) == 0 {
-		b.queue = nil
-		b.sending = false
+	if len(line.queue) == 0 {
+		line.queue = nil
+		line.sending = false
 	}
-	return b.sending
+	return line.sending
 }
 
 // batchContext is the context a batch is sent under: no caller's

@@ -97,13 +97,13 @@ func (b *books) heldLeases() []*Lease {
 
 // stopSessions stops every session's timers, and returns the keys of those
 // that opened, to delete.
-func (b *books) stopSessions() []string {
+func (b *books) stopSessions() []any {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	var keys []string
+	var keys []any
 	for s := range b.sessions {
 		if s.opened {
-			keys = append(keys, s.keys[0].(string), s.keys[1].(string))
+			keys = append(keys, s.keys[0], s.keys[1])
 		}
 		stopTimer(s.leaseTimer)
 		stopTimer(s.waitTimer)

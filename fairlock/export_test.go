@@ -46,7 +46,11 @@ func FloorCycle(l *Locker, client *redis.Client, name string, ctx func() (contex
 func Batched(l *Locker) int {
 	l.batch.mu.Lock()
 	defer l.batch.mu.Unlock()
-	return len(l.batch.queue)
+	n := 0
+	for _, line := range l.batch.lines {
+		n += len(line.queue)
+	}
+	return n
 }
 
 // LateOpening sends on client, as a request of l's current session on name

@@ -199,40 +199,41 @@ type waiterLine struct {
 func (l *Locker) runHeartbeats(ctx context.Context, p *heartbeatPlan) error {
 	recordMs := l.cfg.recordTTL().Milliseconds()
 	send := func() error {
-		_, err := l.client.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-			for _, c := range p.calls {
-				args := c.ref.call(c.capacity, c.limit, flag(c.positions), flag(c.keep))
-				for _, w := range c.waiters {
-					args = append(args, w.tokenArg)
-				}
-				args[0], args[1] = "evalsha", c.ref.kind.scripts.heartbeat.sha
-				c.cmd = redis.NewCmd(ctx, args...)
-				pipe.Process(ctx, c.cmd) //nolint:errcheck // read from cmd
+		var cmds []redis.Cmder
+		for _, c := range p.calls {
+			args := c.ref.call(c.capacity, c.limit, flag(c.positions), flag(c.keep))
+			for _, w := range c.waiters {
+				args = append(args, w.tokenArg)
 			}
-			for _, q := range p.queued {
-				args := make([]any, 0, 2+len(q.waiters))
-				args = append(args, "zmscore", q.ref.keys[2])
-				for _, w := range q.waiters {
-					args = append(args, w.tokenArg)
-				}
-				q.cmd = pipe.Do(ctx, args...)
+			args[0], args[1] = "evalsha", c.ref.kind.scripts.heartbeat.sha
+			c.cmd = redis.NewCmd(ctx, args...)
+			cmds = append(cmds, c.cmd)
+		}
+		for _, q := range p.queued {
+			args := make([]any, 0, 2+len(q.waiters))
+			args = append(args, "zmscore", q.ref.keys[2])
+			for _, w := range q.waiters {
+				args = append(args, w.tokenArg)
 			}
-			for _, m := range p.marks {
-				m.cmd = pipe.HGetAll(ctx, m.session.keys[0].(string))
-			}
-			for _, r := range p.renewals {
-				s := r.lease
-				args := s.ref.call(s.token, recordMs, flag(s.hasMeta), noArg)
-				args[0], args[1] = "evalsha", s.ref.kind.scripts.extend.sha
-				r.cmd = redis.NewCmd(ctx, args...)
-				pipe.Process(ctx, r.cmd) //nolint:errcheck // read from cmd
-			}
-			for _, c := range p.checks {
-				c.cmd = pipe.Do(ctx, c.args...)
-			}
-			return nil
-		})
-		return err
+			q.cmd = redis.NewCmd(ctx, args...)
+			cmds = append(cmds, q.cmd)
+		}
+		for _, m := range p.marks {
+			m.cmd = redis.NewMapStringStringCmd(ctx, "hgetall", m.session.keys[0])
+			cmds = append(cmds, m.cmd)
+		}
+		for _, r := range p.renewals {
+			s := r.lease
+			args := s.ref.call(s.token, recordMs, flag(s.hasMeta), noArg)
+			args[0], args[1] = "evalsha", s.ref.kind.scripts.extend.sha
+			r.cmd = redis.NewCmd(ctx, args...)
+			cmds = append(cmds, r.cmd)
+		}
+		for _, c := range p.checks {
+			c.cmd = redis.NewCmd(ctx, c.args...)
+			cmds = append(cmds, c.cmd)
+		}
+		return pipeline(ctx, l.client, cmds)
 	}
 	err := send()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {

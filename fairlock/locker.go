@@ -220,10 +220,5 @@ func (l *Locker) closeSessions(ctx context.Context) error {
 	if len(keys) == 0 {
 		return nil
 	}
-	p := l.client.Pipeline()
-	for _, key := range keys {
-		p.Del(ctx, key) // one each: on Cluster they live in different slots
-	}
-	_, err := p.Exec(ctx)
-	return err
+	return pipeline(ctx, l.client, deletions(ctx, keys...))
 }

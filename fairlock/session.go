@@ -152,11 +152,7 @@ func (l *Locker) endIfOverdue(s *session, marked bool, now time.Time) {
 func (l *Locker) deleteKeys(keys ...any) {
 	ctx, cancel := context.WithTimeout(l.life, l.cfg.waitTTL())
 	defer cancel()
-	p := l.client.Pipeline()
-	for _, key := range keys {
-		p.Del(ctx, key.(string)) // one each: on Cluster a lock's own
-	}
-	p.Exec(ctx) //nolint:errcheck // best effort: the keys expire anyway
+	pipeline(ctx, l.client, deletions(ctx, keys...)) //nolint:errcheck // best effort: the keys expire anyway
 }
 
 // loseSession ends s: Redis no longer has it, or may not. Its leases are
@@ -210,26 +206,23 @@ func (l *Locker) renewSessions(ctx context.Context) {
 	leaseMs, waitMs := l.cfg.leaseTTL.Milliseconds(), l.cfg.waitTTL().Milliseconds()
 	sent := time.Now()
 	send := func() error {
-		_, err := l.client.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, s := range idle {
-				p.Del(ctx, s.keys[0].(string))
-				p.Del(ctx, s.keys[1].(string))
+		var cmds []redis.Cmder
+		for _, s := range idle {
+			cmds = append(cmds, deletions(ctx, s.keys[0], s.keys[1])...)
+		}
+		for _, r := range rs {
+			args := make([]any, 0, 7+len(r.marks))
+			args = append(args, "evalsha", renew.sha, 2, r.s.keys[0], r.s.keys[1], leaseMs, noArg)
+			if r.waiting {
+				args[6] = waitMs
 			}
-			for _, r := range rs {
-				args := make([]any, 0, 7+len(r.marks))
-				args = append(args, "evalsha", renew.sha, 2, r.s.keys[0], r.s.keys[1], leaseMs, noArg)
-				if r.waiting {
-					args[6] = waitMs
-				}
-				for _, token := range r.marks {
-					args = append(args, token)
-				}
-				r.cmd = redis.NewCmd(ctx, args...)
-				p.Process(ctx, r.cmd) //nolint:errcheck // read from cmd
+			for _, token := range r.marks {
+				args = append(args, token)
 			}
-			return nil
-		})
-		return err
+			r.cmd = redis.NewCmd(ctx, args...)
+			cmds = append(cmds, r.cmd)
+		}
+		return pipeline(ctx, l.client, cmds)
 	}
 	if err := send(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		// A pipeline cannot fall back to EVAL by itself.

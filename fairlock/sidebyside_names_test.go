@@ -6,8 +6,10 @@ package fairlock_test
 //
 //	go test -run '^$' -bench SideBySideManyNames -benchtime 20s ./fairlock/
 //
-// sideBySideWorkers goroutines each cycle a name of their own, all on one
-// shared go-redis client (its default pool): naive with SET NX PX and the
+// BenchmarkSideBySideManyNamesCluster is the same on a 3-primary Redis
+// Cluster (one ClusterClient; Redis's figures summed over the primaries).
+// -sidebyside.workers (16) goroutines each cycle a name of their own, all
+// on one shared go-redis client (its default pool): naive with SET NX PX and the
 // compare-and-delete script, fairlock with one Locker's Acquire and
 // Release, each call under a fresh context.WithTimeout. The peers take
 // turns in slices of -sidebyside.slice, as in BenchmarkSideBySide. One op
@@ -28,6 +30,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -42,7 +45,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-const sideBySideWorkers = 16
+var sideBySideWorkers = flag.Int("sidebyside.workers", 16, "BenchmarkSideBySideManyNames: workers, each cycling a name of its own")
 
 // A manyNamesPeer is one side of the many-names shape: a worker's cycle on
 // its name, and what the slices added up to.
@@ -84,22 +87,26 @@ func (tc *tripCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis
 	}
 }
 
-// redisStats reads Redis's CPU time and the commands it has run.
-func redisStats(b *testing.B, c *redis.Client) (time.Duration, int64) {
-	txt, err := c.Info(context.Background(), "cpu", "stats").Result()
-	if err != nil {
-		b.Fatal(err)
-	}
+// redisStats reads the CPU time and the commands run of the servers cs,
+// summed.
+func redisStats(b *testing.B, cs []*redis.Client) (time.Duration, int64) {
 	var cpu float64
 	var commands int64
-	for _, line := range strings.Split(txt, "\n") {
-		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
-		switch k {
-		case "used_cpu_sys", "used_cpu_user":
-			f, _ := strconv.ParseFloat(v, 64)
-			cpu += f
-		case "total_commands_processed":
-			commands, _ = strconv.ParseInt(v, 10, 64)
+	for _, c := range cs {
+		txt, err := c.Info(context.Background(), "cpu", "stats").Result()
+		if err != nil {
+			b.Fatal(err)
+		}
+		for _, line := range strings.Split(txt, "\n") {
+			k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+			switch k {
+			case "used_cpu_sys", "used_cpu_user":
+				f, _ := strconv.ParseFloat(v, 64)
+				cpu += f
+			case "total_commands_processed":
+				n, _ := strconv.ParseInt(v, 10, 64)
+				commands += n
+			}
 		}
 	}
 	return time.Duration(cpu * float64(time.Second)), commands
@@ -122,7 +129,31 @@ func BenchmarkSideBySideManyNames(b *testing.B) {
 	b.Cleanup(func() { shared.Close(); info.Close() })
 	trips := &tripCounter{}
 	shared.AddHook(trips)
-	names := make([]string, sideBySideWorkers)
+	manyNames(b, shared, trips, []*redis.Client{info})
+}
+
+// BenchmarkSideBySideManyNamesCluster: see the top of this file.
+func BenchmarkSideBySideManyNamesCluster(b *testing.B) {
+	cluster := redistest.StartCluster(b)
+	// fairlock sends its batches on each primary's own client, so the trips
+	// are counted there.
+	trips := &tripCounter{}
+	shared := cluster.Client(b, nil)
+	shared.OnNewNode(func(c *redis.Client) { c.AddHook(trips) })
+	var infos []*redis.Client
+	for _, primary := range cluster.Primaries(b) {
+		info := redis.NewClient(&redis.Options{Addr: primary.Addr, PoolSize: 1})
+		b.Cleanup(func() { info.Close() })
+		infos = append(infos, info)
+	}
+	manyNames(b, shared, trips, infos)
+}
+
+// manyNames runs the many-names shape on shared, whose round trips trips
+// counts, reading Redis's figures from infos.
+func manyNames(b *testing.B, shared redis.UniversalClient, trips *tripCounter, infos []*redis.Client) {
+	workers := *sideBySideWorkers
+	names := make([]string, workers)
 	for i := range names {
 		names[i] = fmt.Sprintf("names-%d", i)
 	}
@@ -130,7 +161,7 @@ func BenchmarkSideBySideManyNames(b *testing.B) {
 	var prefix [8]byte
 	rand.Read(prefix[:]) //nolint:errcheck // never fails on Linux
 	tokenBase := hex.EncodeToString(prefix[:]) + ":"
-	seqs := make([]uint64, sideBySideWorkers)
+	seqs := make([]uint64, workers)
 	naive := &manyNamesPeer{name: "naive", cycle: func(w int) error {
 		seqs[w]++
 		token := tokenBase + strconv.Itoa(w) + ":" + strconv.FormatUint(seqs[w], 36)
@@ -156,7 +187,7 @@ func BenchmarkSideBySideManyNames(b *testing.B) {
 	// slice runs p's workers together for d, or until p has made its b.N
 	// cycles between them.
 	slice := func(p *manyNamesPeer, d time.Duration, count bool) {
-		rcpu0, cmds0 := redisStats(b, info)
+		rcpu0, cmds0 := redisStats(b, infos)
 		ccpu0 := processCPU(b)
 		trips0, calls0 := trips.trips.Load(), trips.calls.Load()
 		start := time.Now()
@@ -164,7 +195,7 @@ func BenchmarkSideBySideManyNames(b *testing.B) {
 		var n int64
 		var failed error
 		var wg sync.WaitGroup
-		for w := range sideBySideWorkers {
+		for w := range workers {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -188,7 +219,7 @@ func BenchmarkSideBySideManyNames(b *testing.B) {
 		wg.Wait()
 		el := time.Since(start)
 		ccpu1 := processCPU(b)
-		rcpu1, cmds1 := redisStats(b, info)
+		rcpu1, cmds1 := redisStats(b, infos)
 		if failed != nil {
 			b.Fatalf("%s: %v", p.name, failed)
 		}
