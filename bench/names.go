@@ -233,7 +233,7 @@ func (b *bench) names() {
 	if b.cfg.unc.sideBySide == "" || !peerNamed(b.peers, "fairlock") {
 		return
 	}
-	sb := runNamesSideBySide(b.cfg.unc.sideBySide, nc.sideBySideTime)
+	sb := runNamesSideBySide(b.cfg.unc.sideBySide, nc.sideBySideTime, nc.workers)
 	b.res.NamesSideBySide = &sb
 	b.logf("names side-by-side (go test): fairlock/naive %.3f, redis-ratio %.3f, client-ratio %.3f (fairlock %.0f, naive %.0f cycles/s) %s",
 		sb.Ratio, sb.RedisRatio, sb.ClientRatio, sb.Fairlock.CyclesPerSec, sb.Naive.CyclesPerSec, sb.Note)

@@ -1,5 +1,7 @@
 package main
 
+import "strconv"
+
 // NamesSideBySideResult is what BenchmarkSideBySideManyNames
 // (../fairlock/sidebyside_names_test.go) reported: the many-names shape
 // as a plain benchmark, naive and fairlock taking turns in one process on
@@ -24,11 +26,12 @@ type NamesSideBySideResult struct {
 }
 
 // runNamesSideBySide runs the test binary bin (go test -c ./fairlock/)
-// for BenchmarkSideBySideManyNames alone, for benchtime, and parses its
-// line.
-func runNamesSideBySide(bin, benchtime string) NamesSideBySideResult {
+// for BenchmarkSideBySideManyNames alone, for benchtime, with the names
+// row's workers, and parses its line.
+func runNamesSideBySide(bin, benchtime string, workers int) NamesSideBySideResult {
 	var r NamesSideBySideResult
-	r.Command, r.Line, r.Note = runTestBench(bin, "BenchmarkSideBySideManyNames", benchtime, func(line string) error {
+	extra := []string{"-sidebyside.workers", strconv.Itoa(workers)}
+	r.Command, r.Line, r.Note = runTestBench(bin, "BenchmarkSideBySideManyNames", benchtime, extra, func(line string) error {
 		return parseNamesSideBySide(&r, line)
 	})
 	return r

@@ -51,7 +51,7 @@ type SideBySideResult struct {
 // BenchmarkSideBySide alone, for benchtime, and parses its line.
 func runSideBySide(bin, benchtime string) SideBySideResult {
 	var r SideBySideResult
-	r.Command, r.Line, r.Note = runTestBench(bin, "BenchmarkSideBySide", benchtime, func(line string) error {
+	r.Command, r.Line, r.Note = runTestBench(bin, "BenchmarkSideBySide", benchtime, nil, func(line string) error {
 		return parseSideBySide(&r, line)
 	})
 	return r
@@ -61,8 +61,8 @@ func runSideBySide(bin, benchtime string) SideBySideResult {
 // benchtime, and hands its result line to parse: one runner for every
 // benchmark of ../fairlock that the bench sets beside a row of its own.
 // note says why there is no line, or what parse said of it.
-func runTestBench(bin, name, benchtime string, parse func(line string) error) (command, line, note string) {
-	args := []string{"-test.run", "^$", "-test.bench", "^" + name + "$", "-test.benchtime", benchtime}
+func runTestBench(bin, name, benchtime string, extra []string, parse func(line string) error) (command, line, note string) {
+	args := append([]string{"-test.run", "^$", "-test.bench", "^" + name + "$", "-test.benchtime", benchtime}, extra...)
 	command = bin + " " + strings.Join(args, " ")
 	var out, errb bytes.Buffer
 	cmd := exec.Command(bin, args...)
