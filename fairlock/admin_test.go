@@ -22,6 +22,7 @@ func TestInspectListsLiveWaitersInOrder(t *testing.T) {
 		t.Fatalf("Inspect of an unused lock: %+v, %v", st, err)
 	}
 	held := mustAcquire(t, l, "q", fairlock.WithMetadata("holder meta"))
+	queued := time.Now()
 	first := queueBehind(t, ctx, newLocker(t, srv.Client(t)), "q", fairlock.WithMetadata("first"))
 	goneWaiter(t, rdb, "", "q")
 	second := queueBehind(t, ctx, newLocker(t, srv.Client(t)), "q")
@@ -41,10 +42,14 @@ func TestInspectListsLiveWaitersInOrder(t *testing.T) {
 	if st.Queued != 3 || len(st.Waiters) != 2 {
 		t.Fatalf("want 2 live waiters listed (the dead entry skipped) of 3 queued, got %+v", st)
 	}
+	// Waited is by the server's clock, this machine's too.
 	for i, w := range st.Waiters {
-		if w.Position != i+1 || w.TTL <= 0 || w.TTL > waiterTTL {
+		if w.Position != i+1 || w.TTL <= 0 || w.TTL > waiterTTL || w.Waited < 0 || w.Waited > time.Since(queued)+time.Millisecond {
 			t.Errorf("waiter %d: %+v", i, w)
 		}
+	}
+	if st.Waiters[0].Waited < st.Waiters[1].Waited {
+		t.Errorf("the first waiter waited %v, less than the second's %v", st.Waiters[0].Waited, st.Waiters[1].Waited)
 	}
 	if st.Waiters[0].Metadata != "first" || st.Waiters[1].Metadata != "" {
 		t.Errorf("waiters' metadata: %+v", st.Waiters)

@@ -233,10 +233,10 @@ func FuzzReplies(f *testing.F) {
 	f.Add(enc(arr(2), i64(2), i64(3)), "a:b:c 12")
 	f.Add(enc(arr(5), i64(0), i64(1795989491926942), i64(1),
 		arr(6), str("l.1:1"), i64(345), i64(1795989491926942), str("job 7"), str(""), i64(1),
-		arr(5), str("w.1:2"), i64(500), str(""), str("tenant"), i64(3)), "x 0")
+		arr(6), str("w.1:2"), i64(500), str(""), str("tenant"), i64(3), i64(1200)), "x 0")
 	f.Add(enc(arr(5), i64(3), i64(0), i64(0), arr(0), arr(0)), " 5")
 	f.Add(enc(arr(5), i64(3), i64(7), i64(2), arr(6), str("l.1:1#2"), i64(345), i64(9), str(""), str(""), i64(1),
-		arr(5), str("w.1:2"), i64(500), i64(1), str(""), i64(1)), "x 1")
+		arr(6), str("w.1:2"), i64(500), i64(1), str(""), i64(1), i64(0)), "x 1")
 	f.Add(enc(arr(3), i64(1), i64(-1), i64(0)), "tok -7")
 	f.Add(enc(arr(2), arr(1), str("old.1:1"), arr(2), str("new.1:1"), i64(1795989491926943)), "f 1")
 	f.Add(enc(arr(2), arr(1), str("old.1:1"), arr(0)), "f 2")
@@ -267,7 +267,7 @@ func FuzzReplies(f *testing.F) {
 			}
 			arr := reply.([]any)
 			holders, waiters := arr[3].([]any), arr[4].([]any)
-			if len(st.Holders) != len(holders)/6 || len(st.Waiters) != len(waiters)/5 || arr[1] != any(st.Fence) || arr[2] != any(int64(st.Queued)) {
+			if len(st.Holders) != len(holders)/6 || len(st.Waiters) != len(waiters)/6 || arr[1] != any(st.Fence) || arr[2] != any(int64(st.Queued)) {
 				t.Fatalf("parseSnapshot(%#v) = %+v", reply, st)
 			}
 			for i, h := range st.Holders {
@@ -277,7 +277,8 @@ func FuzzReplies(f *testing.F) {
 				}
 			}
 			for i, w := range st.Waiters {
-				if w.Position != i+1 || waiters[5*i] != any(w.Token) || waiters[5*i+2] != any(w.Metadata) || waiters[5*i+4] != any(int64(w.Weight)) {
+				if w.Position != i+1 || waiters[6*i] != any(w.Token) || waiters[6*i+2] != any(w.Metadata) || waiters[6*i+4] != any(int64(w.Weight)) ||
+					waiters[6*i+5] != any(w.Waited.Milliseconds()) {
 					t.Fatalf("parseSnapshot(%#v): waiter %d is %+v", reply, i, w)
 				}
 			}

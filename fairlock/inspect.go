@@ -53,6 +53,10 @@ type Waiter struct {
 	Group    string
 	Weight   int
 	Priority int
+	// Waited is how long it has waited, by the Redis server's clock, to
+	// the millisecond: since its request reached Redis, or since it was
+	// queued again after its Locker lost its place.
+	Waited time.Duration
 }
 
 // Inspect reads the state of the lock of kind k (LockMutex, LockSemaphore
@@ -110,16 +114,18 @@ func parseSnapshot(reply any, kd *kind) (State, bool) {
 		}
 		st.InUse += permits
 		return true
-	}) && records(arr[4], 5, func(f []any) bool {
+	}) && records(arr[4], 6, func(f []any) bool {
 		s, ok1 := strs(f[0], f[2], f[3])
 		left, ok2 := f[1].(int64)
 		weight, ok3 := f[4].(int64)
-		if !ok1 || !ok2 || !ok3 {
+		waited, ok4 := f[5].(int64)
+		if !ok1 || !ok2 || !ok3 || !ok4 {
 			return false
 		}
 		shared, permits := requestOf(kd, s[0])
 		st.Waiters = append(st.Waiters, Waiter{Token: s[0], Shared: shared, Permits: permits, Position: len(st.Waiters) + 1,
-			TTL: time.Duration(left) * time.Millisecond, Metadata: s[1], Group: s[2], Weight: int(weight), Priority: tokenPriority(s[0])})
+			TTL: time.Duration(left) * time.Millisecond, Metadata: s[1], Group: s[2], Weight: int(weight), Priority: tokenPriority(s[0]),
+			Waited: time.Duration(waited) * time.Millisecond})
 		return true
 	})
 	return st, ok

@@ -5,9 +5,11 @@
 --         {holder token, ms left, fence, metadata or "", group or "",
 --          group's weight, ...},
 --         {waiter token, ms left, metadata or "", group or "", group's
---          weight, ...}}
+--          weight, ms waited, ...}}
 -- Holders and waiters whose session died are left out: they will never
 -- use the lock again. A waiter's place is its index among those listed.
+-- Its wait is the server's clock less its arrival number (lib/fifo.lua),
+-- which is the clock when it came, unless the clock was set back.
 local state = redis.call('HMGET', stateKey, 'cap', 'glimit', 'grouped')
 setGrouping(tonumber(state[3]) or 0, tonumber(state[2]) or 0)
 
@@ -40,10 +42,15 @@ local limit = tonumber(ARGV[6])
 local waiters = {}
 local from, listed = 0, 0
 while listed < limit and from < 10 * limit do
-  local page = redis.call('ZRANGE', orderKey, from, from + limit - 1)
+  local page = redis.call('ZRANGE', orderKey, from, from + limit - 1, 'WITHSCORES')
   if #page == 0 then break end
-  local metas = redis.call('HMGET', metaKey, unpack(page))
-  for i, token in ipairs(page) do
+  local tokens, arrivals = {}, {}
+  for i = 1, #page, 2 do
+    tokens[#tokens + 1] = page[i]
+    arrivals[#arrivals + 1] = arrivalOf(tonumber(page[i + 1]))
+  end
+  local metas = redis.call('HMGET', metaKey, unpack(tokens))
+  for i, token in ipairs(tokens) do
     local waitLeft = left(sessionPrefix .. sessionOf(token) .. 'WAITERS_KEY_SUFFIX')
     if waitLeft > 0 and listed < limit then
       listed = listed + 1
@@ -53,6 +60,7 @@ while listed < limit and from < 10 * limit do
       local group = groupOf(token)
       waiters[#waiters + 1] = group
       waiters[#waiters + 1] = weightOf(group)
+      waiters[#waiters + 1] = math.max(0, math.floor((nowUs() - arrivals[i]) / 1000))
     end
   end
   from = from + limit
