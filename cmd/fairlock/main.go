@@ -4,8 +4,9 @@
 //
 //	fairlock [-redis URL] [-prefix P] [-cluster] COMMAND [flags] [NAME]
 //
-// Run fairlock -h for the commands. inspect, list and watch only read,
-// and run under the read-only ACL rule of docs/operations.md.
+// Run fairlock -h for the commands. inspect, list, watch and serve
+// (without -force-release) only read, and run under the read-only ACL
+// rule of docs/operations.md.
 package main
 
 import (
@@ -57,10 +58,13 @@ var commands = map[string]command{
 	"release": {"-force [-yes] [-kind K] [-token T | -all] NAME",
 		"end a lease another process holds: the only holder, the one called T, or every holder (-all);\n" +
 			"      the waiters that now fit are granted, and what was ended and granted is printed", true, releaseFlags},
+	"serve": {"[-addr localhost:8080] [-refresh 1s] [-force-release]",
+		"serve a page of every lock in use, its holders and waiters, updated live (read-only unless\n" +
+			"      -force-release, which lets it end a holder's lease after a confirmation)", false, serveFlags},
 }
 
 // order is how -h lists the commands.
-var order = []string{"inspect", "list", "watch", "release"}
+var order = []string{"inspect", "list", "watch", "release", "serve"}
 
 // session is what a command works with. The connection is opened by the
 // command's first call of locker, after it checked its flags.
