@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fairlock/fairlock/fairlock"
+	"github.com/fairlock/fairlock/internal/lockjson"
 	"github.com/fairlock/fairlock/internal/redistest"
 	"github.com/redis/go-redis/v9"
 )
@@ -239,7 +240,7 @@ func checkSchema(t testing.TB, lock map[string]any) {
 	for _, w := range waiters {
 		w, _ := w.(map[string]any)
 		fields("waiter", w, map[string]string{"token": "string", "lock": "string", "permits": "number", "position": "number",
-			"ttl_ms": "number", "metadata": "string", "group": "string", "weight": "number", "priority": "number"})
+			"ttl_ms": "number", "waited_ms": "number", "metadata": "string", "group": "string", "weight": "number", "priority": "number"})
 	}
 }
 
@@ -465,7 +466,7 @@ func TestInspectSemaphore(t *testing.T) {
 	if lk.Kind != "semaphore" || lk.Capacity != 3 || lk.InUse != 3 || lk.Queued != 2 || len(lk.Holders) != 2 || len(lk.Waiters) != 2 {
 		t.Fatalf("inspect -json: %+v", lk)
 	}
-	want := map[string]holderJSON{
+	want := map[string]lockjson.Holder{
 		a.Token(): {Token: a.Token(), Lock: "semaphore", Permits: 2, Fence: a.Fence(), Metadata: "host a", Group: "tenant-a", Weight: 3},
 		b.Token(): {Token: b.Token(), Lock: "semaphore", Permits: 1, Fence: b.Fence(), Metadata: "host b", Weight: 1},
 	}

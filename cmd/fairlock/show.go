@@ -20,6 +20,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fairlock/fairlock/fairlock"
+	"github.com/fairlock/fairlock/internal/lockjson"
 )
 
 // kinds are the kinds of lock a NAME may have, in the order they are shown.
@@ -138,67 +139,24 @@ func shown(states []fairlock.State, only fairlock.LockKind) ([]fairlock.State, b
 //	              0 comes first, in arrival order
 //	  "ttl_ms":   number, ms until it loses its place unless its Locker
 //	              renews it
+//	  "waited_ms": number, ms since it joined the queue, by the server's
+//	              clock (fairlock.Waiter.Waited)
 //	}
 //
 // Strings are the stored bytes; bytes that are not UTF-8 show as U+FFFD.
 // Fields may be added; none will be removed or change meaning.
 type inspectJSON struct {
-	Name  string     `json:"name"`
-	Locks []lockJSON `json:"locks"`
+	Name  string          `json:"name"`
+	Locks []lockjson.Lock `json:"locks"`
 }
 
 type listJSON struct {
-	Locks []lockJSON `json:"locks"`
+	Locks []lockjson.Lock `json:"locks"`
 }
 
-type lockJSON struct {
-	Name     string       `json:"name"`
-	Kind     string       `json:"kind"`
-	Capacity int          `json:"capacity"`
-	InUse    int          `json:"in_use"`
-	Fence    int64        `json:"fence"`
-	Queued   int          `json:"queued"`
-	Holders  []holderJSON `json:"holders"`
-	Waiters  []waiterJSON `json:"waiters"`
-}
-
-type holderJSON struct {
-	Token    string `json:"token"`
-	Lock     string `json:"lock"`
-	Permits  int    `json:"permits"`
-	Fence    int64  `json:"fence"`
-	TTLMs    int64  `json:"ttl_ms"`
-	Metadata string `json:"metadata"`
-	Group    string `json:"group"`
-	Weight   int    `json:"weight"`
-	Priority int    `json:"priority"`
-}
-
-type waiterJSON struct {
-	Token    string `json:"token"`
-	Lock     string `json:"lock"`
-	Permits  int    `json:"permits"`
-	Position int    `json:"position"`
-	TTLMs    int64  `json:"ttl_ms"`
-	Metadata string `json:"metadata"`
-	Group    string `json:"group"`
-	Weight   int    `json:"weight"`
-	Priority int    `json:"priority"`
-}
-
-func toJSON(st fairlock.State) lockJSON {
-	out := lockJSON{Name: st.Name, Kind: st.Kind.String(), Capacity: st.Capacity, InUse: st.InUse, Fence: st.Fence, Queued: st.Queued,
-		Holders: []holderJSON{}, Waiters: []waiterJSON{}}
-	for _, h := range st.Holders {
-		out.Holders = append(out.Holders, holderJSON{Token: h.Token, Lock: lockOf(st.Kind, h.Shared), Permits: h.Permits, Fence: h.Fence,
-			TTLMs: h.TTL.Milliseconds(), Metadata: h.Metadata, Group: h.Group, Weight: h.Weight, Priority: h.Priority})
-	}
-	for _, w := range st.Waiters {
-		out.Waiters = append(out.Waiters, waiterJSON{Token: w.Token, Lock: lockOf(st.Kind, w.Shared), Permits: w.Permits, Position: w.Position,
-			TTLMs: w.TTL.Milliseconds(), Metadata: w.Metadata, Group: w.Group, Weight: w.Weight, Priority: w.Priority})
-	}
-	return out
-}
+// toJSON is st as inspect -json and list -json print it: every waiter
+// listed.
+func toJSON(st fairlock.State) lockjson.Lock { return lockjson.Of(st, fairlock.MaxListed) }
 
 func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
@@ -216,7 +174,7 @@ func inspectFlags(fs *flag.FlagSet) func(context.Context, *session, string) erro
 		}
 		show, active := shown(states, fairlock.LockKind(*only))
 		if *asJSON {
-			out := inspectJSON{Name: name, Locks: []lockJSON{}}
+			out := inspectJSON{Name: name, Locks: []lockjson.Lock{}}
 			for _, st := range show {
 				out.Locks = append(out.Locks, toJSON(st))
 			}
@@ -359,7 +317,7 @@ func (c columns) holder(h fairlock.Holder) []string {
 	if c.fence {
 		mid = []string{strconv.FormatInt(h.Fence, 10), ttl(h.TTL)}
 	}
-	return c.cells([]string{display(h.Token)}, strconv.Itoa(h.Permits), lockOf(c.kind, h.Shared), mid, groupCell(h.Group, h.Weight), strconv.Itoa(h.Priority), metaCell(h.Metadata))
+	return c.cells([]string{display(h.Token)}, strconv.Itoa(h.Permits), lockjson.Asked(c.kind, h.Shared), mid, groupCell(h.Group, h.Weight), strconv.Itoa(h.Priority), metaCell(h.Metadata))
 }
 
 func (c columns) waiterHead() []string {
@@ -367,7 +325,7 @@ func (c columns) waiterHead() []string {
 }
 
 func (c columns) waiter(w fairlock.Waiter) []string {
-	return c.cells([]string{strconv.Itoa(w.Position), display(w.Token)}, strconv.Itoa(w.Permits), lockOf(c.kind, w.Shared),
+	return c.cells([]string{strconv.Itoa(w.Position), display(w.Token)}, strconv.Itoa(w.Permits), lockjson.Asked(c.kind, w.Shared),
 		[]string{ttl(w.TTL)}, groupCell(w.Group, w.Weight), strconv.Itoa(w.Priority), metaCell(w.Metadata))
 }
 
@@ -476,7 +434,7 @@ func listFlags(fs *flag.FlagSet) func(context.Context, *session, string) error {
 			states = append(states, st)
 		}
 		if *asJSON {
-			out := listJSON{Locks: []lockJSON{}}
+			out := listJSON{Locks: []lockjson.Lock{}}
 			for _, st := range states {
 				out.Locks = append(out.Locks, toJSON(st))
 			}
@@ -585,22 +543,9 @@ func request(k fairlock.LockKind, shared bool, permits int) string {
 		}
 		return fmt.Sprintf(", %d permits", permits)
 	case fairlock.LockRWMutex:
-		return ", " + lockOf(k, shared)
+		return ", " + lockjson.Asked(k, shared)
 	}
 	return ""
-}
-
-// lockOf names what a holder or waiter of a lock of kind k asks for, as
-// the JSON and the tables show it: "read" or "write" on a read-write lock,
-// else the kind.
-func lockOf(k fairlock.LockKind, shared bool) string {
-	switch {
-	case k != fairlock.LockRWMutex:
-		return k.String()
-	case shared:
-		return "read"
-	}
-	return "write"
 }
 
 // fenceOf shows a holder's fence as Inspect gives it: a mutex's is the

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fairlock/fairlock/fairlock"
+	"github.com/fairlock/fairlock/internal/lockjson"
 )
 
 // The JSON of locks.json, described in the package's documentation.
@@ -23,42 +24,12 @@ type pageJSON struct {
 	Error        string     `json:"error,omitempty"`
 }
 
+// lockJSON is the fairlock command's LOCK (list -json), with the lock's
+// groups and priority lanes.
 type lockJSON struct {
-	Name     string       `json:"name"`
-	Kind     string       `json:"kind"`
-	Capacity int          `json:"capacity"`
-	InUse    int          `json:"in_use"`
-	Fence    int64        `json:"fence"`
-	Queued   int          `json:"queued"`
-	Holders  []holderJSON `json:"holders"`
-	Waiters  []waiterJSON `json:"waiters"`
-	Groups   []groupJSON  `json:"groups"`
-	Lanes    []laneJSON   `json:"lanes"`
-}
-
-type holderJSON struct {
-	Token    string `json:"token"`
-	Lock     string `json:"lock"`
-	Permits  int    `json:"permits"`
-	Fence    int64  `json:"fence"`
-	TTLMs    int64  `json:"ttl_ms"`
-	Metadata string `json:"metadata"`
-	Group    string `json:"group"`
-	Weight   int    `json:"weight"`
-	Priority int    `json:"priority"`
-}
-
-type waiterJSON struct {
-	Token    string `json:"token"`
-	Lock     string `json:"lock"`
-	Permits  int    `json:"permits"`
-	Position int    `json:"position"`
-	TTLMs    int64  `json:"ttl_ms"`
-	WaitedMs int64  `json:"waited_ms"`
-	Metadata string `json:"metadata"`
-	Group    string `json:"group"`
-	Weight   int    `json:"weight"`
-	Priority int    `json:"priority"`
+	lockjson.Lock
+	Groups []groupJSON `json:"groups"`
+	Lanes  []laneJSON  `json:"lanes"`
 }
 
 type groupJSON struct {
@@ -79,36 +50,19 @@ type laneJSON struct {
 }
 
 // lockOf is st as locks.json shows it, with at most waiters waiters; its
-// groups and lanes count every waiter listed.
+// groups and lanes count every waiter listed. Its holders are in the order
+// they were granted, by fence: Inspect lists a semaphore's or read-write
+// lock's by lease deadline, which each renewal changes, and a page read
+// again every second would shuffle its rows.
 func lockOf(st fairlock.State, waiters int) lockJSON {
-	out := lockJSON{Name: st.Name, Kind: st.Kind.String(), Capacity: st.Capacity, InUse: st.InUse, Fence: st.Fence, Queued: st.Queued,
-		Holders: []holderJSON{}, Waiters: []waiterJSON{}, Groups: groupsOf(st), Lanes: lanesOf(st)}
-	for _, h := range st.Holders {
-		out.Holders = append(out.Holders, holderJSON{Token: h.Token, Lock: lockName(st.Kind, h.Shared), Permits: h.Permits, Fence: h.Fence,
-			TTLMs: h.TTL.Milliseconds(), Metadata: h.Metadata, Group: h.Group, Weight: h.Weight, Priority: h.Priority})
-	}
-	for _, w := range st.Waiters[:min(waiters, len(st.Waiters))] {
-		out.Waiters = append(out.Waiters, waiterJSON{Token: w.Token, Lock: lockName(st.Kind, w.Shared), Permits: w.Permits,
-			Position: w.Position, TTLMs: w.TTL.Milliseconds(), WaitedMs: w.Waited.Milliseconds(), Metadata: w.Metadata,
-			Group: w.Group, Weight: w.Weight, Priority: w.Priority})
-	}
+	out := lockJSON{Lock: lockjson.Of(st, waiters), Groups: groupsOf(st), Lanes: lanesOf(st)}
+	slices.SortStableFunc(out.Holders, func(a, b lockjson.Holder) int { return cmp.Compare(a.Fence, b.Fence) })
 	return out
 }
 
-// lockName names what a party asks for: "read" or "write" on a read-write
-// lock, else the kind, as the fairlock command's JSON does.
-func lockName(k fairlock.LockKind, shared bool) string {
-	switch {
-	case k != fairlock.LockRWMutex:
-		return k.String()
-	case shared:
-		return "read"
-	}
-	return "write"
-}
-
-// groupsOf is the groups of st's holders and waiters, in the order they
-// first appear, or none when nobody names a group.
+// groupsOf is the groups of st's holders and waiters, by name (so that a
+// page read again shows them in the same order), or none when nobody
+// names a group.
 func groupsOf(st fairlock.State) []groupJSON {
 	var out []groupJSON
 	at := map[string]int{}
@@ -135,6 +89,7 @@ func groupsOf(st fairlock.State) []groupJSON {
 	if !named {
 		return []groupJSON{}
 	}
+	slices.SortFunc(out, func(a, b groupJSON) int { return cmp.Compare(a.Group, b.Group) })
 	weights := 0
 	for _, g := range out {
 		weights += g.Weight
