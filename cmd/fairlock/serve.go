@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fairlock/fairlock/fairlock"
 	"github.com/fairlock/fairlock/fairlock/fairlockhttp"
 )
 
@@ -22,7 +23,7 @@ func serveFlags(fs *flag.FlagSet) func(context.Context, *session, string) error 
 	refresh := fs.Duration("refresh", fairlockhttp.DefaultRefresh,
 		fmt.Sprintf("how often the page reads the locks again (%v to %v)", fairlockhttp.MinRefresh, fairlockhttp.MaxRefresh))
 	return func(ctx context.Context, s *session, _ string) error {
-		l, err := s.locker(ctx)
+		l, err := serveLocker(ctx, s)
 		if err != nil {
 			return err
 		}
@@ -55,6 +56,23 @@ func serveFlags(fs *flag.FlagSet) func(context.Context, *session, string) error 
 		}
 		return err
 	}
+}
+
+// serveLocker connects as the other commands do, but a Redis that does
+// not answer yet is no reason to serve nothing: the page says it is down
+// until it answers. Without -cluster the server could not be asked
+// whether it runs Redis Cluster, so it is taken for a single server, and
+// the line printed says so.
+func serveLocker(ctx context.Context, s *session) (*fairlock.Locker, error) {
+	l, err := s.locker(ctx)
+	var op *net.OpError
+	if err == nil || s.cluster != nil || !errors.As(err, &op) {
+		return l, err
+	}
+	fmt.Fprintf(s.stdout, "fairlock serve: %s; taken for a single server (pass -cluster if it runs Redis Cluster)\n", explain(err, s.addr))
+	single := false
+	s.cluster = &single
+	return s.locker(ctx)
 }
 
 // browsable is the address a browser on this machine opens: localhost for
