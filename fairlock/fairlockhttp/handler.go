@@ -36,12 +36,14 @@
 //	GROUP  = {"group", "weight", "holders", "held", "waiting", "share", "fair_share"}
 //	LANE   = {"priority", "holders", "waiting", "longest_wait_ms"}
 //
-// LOCK, HOLDER and WAITER are those of the fairlock command's list -json,
-// plus waited_ms (fairlock.Waiter.Waited); arrays are [] when empty, never
-// null. A GROUP is one group of a semaphore's holders and listed waiters:
-// held is its permits held, share that over the capacity, fair_share its
-// weight over the weights of the groups listed, which is the share of
-// permit-time the groups' rule gives it while they all wait. A LANE is one
+// HOLDER and WAITER, and LOCK but for groups and lanes, are those of the
+// fairlock command's list -json (waited_ms is fairlock.Waiter.Waited);
+// arrays are [] when empty, never null; holders are in the order granted
+// (by fence), waiters in queue order. A GROUP is one group of a
+// semaphore's holders and listed waiters, by name: held is its permits
+// held, share that over the capacity, fair_share its weight over the
+// weights of the groups listed, which is the share of permit-time the
+// groups' rule gives it while they all wait. A LANE is one
 // priority, listed when any party has a priority above 0.
 //
 // release takes a form (kind, name, token: the holder to end, and

