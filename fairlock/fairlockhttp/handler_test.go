@@ -99,6 +99,7 @@ func queue(t *testing.T, acquire func(ctx context.Context, opts ...fairlock.Acqu
 // waiters, one of priority 9, and a semaphore shared by a group of weight
 // 3 and one of weight 1, with a waiter.
 type scene struct {
+	client           *redis.Client
 	holder           *fairlock.Lease
 	first, rest, pri <-chan *fairlock.Lease
 }
@@ -107,7 +108,7 @@ func makeScene(t *testing.T, client *redis.Client) scene {
 	t.Helper()
 	ctx := withTimeout(t, 10*time.Second)
 	a, b := newLocker(t, client), newLocker(t, client)
-	var s scene
+	s := scene{client: client}
 	var err error
 	if s.holder, err = a.Acquire(ctx, "invoice:42", fairlock.WithMetadata("billing-7f9c pid 4121")); err != nil {
 		t.Fatal(err)
@@ -133,6 +134,17 @@ func makeScene(t *testing.T, client *redis.Client) scene {
 	},
 		fairlock.WithGroup("customer-9"), fairlock.WithMetadata("export 983"))
 	return s
+}
+
+// onScene runs test on each backend, on the scene, with a server of the
+// page built with opts; stop stops the backend.
+func onScene(t *testing.T, opts []fairlockhttp.Option, test func(t *testing.T, s scene, srv *httptest.Server, stop func())) {
+	onEach(t, func(t *testing.T, client *redis.Client, stop func()) {
+		s := makeScene(t, client)
+		srv := httptest.NewServer(fairlockhttp.New(newLocker(t, client), opts...))
+		t.Cleanup(srv.Close)
+		test(t, s, srv, stop)
+	})
 }
 
 // get reads path from srv: the status and the body.
@@ -205,10 +217,7 @@ func readPage(t *testing.T, srv *httptest.Server, query string) (int, page) {
 }
 
 func TestLocksJSON(t *testing.T) {
-	onEach(t, func(t *testing.T, client *redis.Client, _ func()) {
-		s := makeScene(t, client)
-		srv := httptest.NewServer(fairlockhttp.New(newLocker(t, client)))
-		defer srv.Close()
+	onScene(t, nil, func(t *testing.T, s scene, srv *httptest.Server, _ func()) {
 		status, p := readPage(t, srv, "")
 		if status != http.StatusOK || p.InUse != 2 || p.Matching != 2 || p.Page != 1 || p.Pages != 1 || len(p.Locks) != 2 || p.Error != "" {
 			t.Fatalf("status %d, %+v", status, p)
@@ -346,10 +355,7 @@ func TestThousandLocksArePaged(t *testing.T) {
 // A Redis that is down is a message, in the JSON the page shows, and the
 // page itself still loads.
 func TestRedisStopped(t *testing.T) {
-	onEach(t, func(t *testing.T, client *redis.Client, stop func()) {
-		makeScene(t, client)
-		srv := httptest.NewServer(fairlockhttp.New(newLocker(t, client)))
-		defer srv.Close()
+	onScene(t, nil, func(t *testing.T, s scene, srv *httptest.Server, stop func()) {
 		if status, p := readPage(t, srv, ""); status != http.StatusOK || len(p.Locks) != 2 {
 			t.Fatalf("before: %d %+v", status, p)
 		}
@@ -358,7 +364,7 @@ func TestRedisStopped(t *testing.T) {
 			start := time.Now()
 			status, p := readPage(t, srv, q)
 			t.Logf("locks.json%s, Redis stopped: %d in %v", q, status, time.Since(start).Round(time.Millisecond))
-			if status != http.StatusServiceUnavailable || !strings.Contains(p.Error, "cannot connect to Redis at "+client.Options().Addr) {
+			if status != http.StatusServiceUnavailable || !strings.Contains(p.Error, "cannot connect to Redis at "+s.client.Options().Addr) {
 				t.Errorf("locks.json%s, Redis stopped: status %d, error %q", q, status, p.Error)
 			}
 		}
@@ -388,10 +394,7 @@ func release(t *testing.T, srv *httptest.Server, token, confirm string, header m
 }
 
 func TestForceReleaseIsOffByDefault(t *testing.T) {
-	onEach(t, func(t *testing.T, client *redis.Client, _ func()) {
-		s := makeScene(t, client)
-		srv := httptest.NewServer(fairlockhttp.New(newLocker(t, client)))
-		defer srv.Close()
+	onScene(t, nil, func(t *testing.T, s scene, srv *httptest.Server, _ func()) {
 		_, body := get(t, srv, "/")
 		if tokenMeta.Match(body) {
 			t.Error("a read-only page carries a release token")
@@ -407,49 +410,14 @@ func TestForceReleaseIsOffByDefault(t *testing.T) {
 }
 
 func TestForceRelease(t *testing.T) {
-	onEach(t, func(t *testing.T, client *redis.Client, _ func()) {
-		s := makeScene(t, client)
-		srv := httptest.NewServer(fairlockhttp.New(newLocker(t, client), fairlockhttp.WithForceRelease()))
-		defer srv.Close()
+	onScene(t, []fairlockhttp.Option{fairlockhttp.WithForceRelease()}, func(t *testing.T, s scene, srv *httptest.Server, _ func()) {
 		_, body := get(t, srv, "/")
 		m := tokenMeta.FindSubmatch(body)
 		if m == nil {
 			t.Fatalf("no release token in the page: %s", body)
 		}
 		page := map[string]string{fairlockhttp.TokenHeader: string(m[1]), "Sec-Fetch-Site": "same-origin", "Origin": srv.URL}
-		but := func(k, v string) map[string]string {
-			h := map[string]string{k: v}
-			for hk, hv := range page {
-				if hk != k {
-					h[hk] = hv
-				}
-			}
-			return h
-		}
-		for _, c := range []struct {
-			what    string
-			header  map[string]string
-			confirm string
-			status  int
-			says    string
-		}{
-			{"from another site", but("Sec-Fetch-Site", "cross-site"), "yes", http.StatusForbidden, "another site"},
-			{"from another origin", map[string]string{fairlockhttp.TokenHeader: string(m[1]), "Origin": "http://elsewhere.example"}, "yes",
-				http.StatusForbidden, "another site"},
-			{"without the token", but(fairlockhttp.TokenHeader, ""), "yes", http.StatusForbidden, fairlockhttp.TokenHeader},
-			{"with a wrong token", but(fairlockhttp.TokenHeader, "00"), "yes", http.StatusForbidden, fairlockhttp.TokenHeader},
-			{"unconfirmed", page, "", http.StatusBadRequest, "not confirmed"},
-		} {
-			if status, msg := release(t, srv, s.holder.Token(), c.confirm, c.header); status != c.status || !strings.Contains(msg, c.says) {
-				t.Errorf("a release %s: %d %s; want %d and %q", c.what, status, msg, c.status, c.says)
-			}
-		}
-		if status, _ := get(t, srv, "/release"); status != http.StatusMethodNotAllowed {
-			t.Errorf("GET release: %d", status)
-		}
-		if _, p := readPage(t, srv, "?kind=mutex&name=invoice:42"); p.Locks[0].Holders[0].Token != s.holder.Token() {
-			t.Fatalf("a refused release changed the holder: %+v", p.Locks[0].Holders)
-		}
+		refused(t, srv, s, page)
 
 		// Confirmed, from the page: the holder ends and the next waiter,
 		// the priority 9, is granted.
@@ -477,6 +445,45 @@ func TestForceRelease(t *testing.T) {
 			t.Errorf("the same release again: %d %s", status, msg)
 		}
 	})
+}
+
+// refused checks that a release is refused, changing nothing, unless it
+// carries all of page's headers, and is confirmed, and is a POST.
+func refused(t *testing.T, srv *httptest.Server, s scene, page map[string]string) {
+	t.Helper()
+	but := func(k, v string) map[string]string {
+		h := map[string]string{k: v}
+		for hk, hv := range page {
+			if hk != k {
+				h[hk] = hv
+			}
+		}
+		return h
+	}
+	for _, c := range []struct {
+		what    string
+		header  map[string]string
+		confirm string
+		status  int
+		says    string
+	}{
+		{"from another site", but("Sec-Fetch-Site", "cross-site"), "yes", http.StatusForbidden, "another site"},
+		{"from another origin", map[string]string{fairlockhttp.TokenHeader: page[fairlockhttp.TokenHeader], "Origin": "http://elsewhere.example"}, "yes",
+			http.StatusForbidden, "another site"},
+		{"without the token", but(fairlockhttp.TokenHeader, ""), "yes", http.StatusForbidden, fairlockhttp.TokenHeader},
+		{"with a wrong token", but(fairlockhttp.TokenHeader, "00"), "yes", http.StatusForbidden, fairlockhttp.TokenHeader},
+		{"unconfirmed", page, "", http.StatusBadRequest, "not confirmed"},
+	} {
+		if status, msg := release(t, srv, s.holder.Token(), c.confirm, c.header); status != c.status || !strings.Contains(msg, c.says) {
+			t.Errorf("a release %s: %d %s; want %d and %q", c.what, status, msg, c.status, c.says)
+		}
+	}
+	if status, _ := get(t, srv, "/release"); status != http.StatusMethodNotAllowed {
+		t.Errorf("GET release: %d", status)
+	}
+	if _, p := readPage(t, srv, "?kind=mutex&name=invoice:42"); p.Locks[0].Holders[0].Token != s.holder.Token() {
+		t.Fatalf("a refused release changed the holder: %+v", p.Locks[0].Holders)
+	}
 }
 
 // The page and its assets: served from the binary, with a policy that

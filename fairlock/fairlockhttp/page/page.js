@@ -10,7 +10,11 @@ let refreshMs = Number(meta('fairlock-refresh-ms')) || 1000;
 // What is shown: a page of the locks in use (page, q), or one lock (kind, name).
 const view = { page: 1, q: '', kind: '', name: '' };
 let timer = 0, reading = 0, lastRead = null;
-const seen = new Map(); // lock key -> tokens shown last time, to mark the new ones
+// lock key -> its rows shown last time ('h' or 'w', then the token) -> when
+// each was first shown, 0 for the rows already there when the lock was
+// first drawn. A new row is marked for freshMs, across redraws.
+const seen = new Map();
+const freshMs = 2500; // as the animation in page.css
 
 // el makes an element: attributes (class, text, data-*, on*), then children.
 function el(tag, attrs, ...children) {
@@ -145,10 +149,16 @@ function columns(lk) {
 
 function drawLock(lk, force) {
   const key = `${lk.kind}/${lk.name}`;
-  const before = seen.get(key) || new Set();
-  const now = new Set();
+  const before = seen.get(key);
+  const now = new Map();
+  const t0 = Date.now();
+  // fresh is how long ago a row was first shown, if that is recent, else -1.
+  const fresh = (role, token) => {
+    const since = before ? (before.get(role + token) ?? t0) : 0;
+    now.set(role + token, since);
+    return since && t0 - since < freshMs ? t0 - since : -1;
+  };
   const cols = columns(lk);
-  const fresh = (token) => { now.add(token); return seen.has(key) && !before.has(token); };
   const link = `#lock=${encodeURIComponent(lk.kind)}/${encodeURIComponent(lk.name)}`;
   const sec = el('section', { class: 'lock', 'data-kind': lk.kind, 'data-name': lk.name },
     el('h2', {}, el('span', { class: 'kind', text: lk.kind }), el('a', { href: link, text: lk.name })),
@@ -210,6 +220,13 @@ function head(cols, first, mid, last) {
   return el('thead', {}, el('tr', {}, ...names.map((n) => el('th', { text: n }))));
 }
 
+// freshRow is a table row, marked if it was first shown age ms ago (age
+// >= 0): its animation goes on where the last redraw left it.
+function freshRow(age, token, cells) {
+  const mark = age >= 0 ? { class: 'fresh', style: { animationDelay: `-${age}ms` } } : {};
+  return el('tr', { ...mark, 'data-token': token }, ...cells);
+}
+
 function holderTable(lk, cols, force, fresh) {
   const rows = lk.holders.map((h) => {
     const last = [metaCell(h.metadata)];
@@ -218,7 +235,7 @@ function holderTable(lk, cols, force, fresh) {
     }
     const cells = row(cols, h, [tokenCell(h.token)],
       [cell('Fence', lk.kind === 'mutex' ? `≤ ${h.fence}` : String(h.fence), 'num'), cell('Lease left', duration(h.ttl_ms), 'num')], last);
-    return el('tr', { class: fresh(h.token) ? 'fresh' : null, 'data-token': h.token }, ...cells);
+    return freshRow(fresh('h', h.token), h.token, cells);
   });
   return el('table', { class: 'holders' }, head(cols, ['Token'], ['Fence', 'Lease left'], force ? ['Metadata', ''] : ['Metadata']),
     el('tbody', {}, ...rows));
@@ -228,7 +245,7 @@ function waiterTable(lk, cols, fresh) {
   const rows = lk.waiters.map((w) => {
     const cells = row(cols, w, [cell('Place', String(w.position), 'num'), tokenCell(w.token)],
       [cell('Waited', duration(w.waited_ms), 'num')], [metaCell(w.metadata)]);
-    return el('tr', { class: fresh(w.token) ? 'fresh' : null, 'data-token': w.token }, ...cells);
+    return freshRow(fresh('w', w.token), w.token, cells);
   });
   return el('table', { class: 'waiters' }, head(cols, ['Place', 'Token'], ['Waited'], ['Metadata']), el('tbody', {}, ...rows));
 }
