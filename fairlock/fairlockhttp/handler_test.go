@@ -376,6 +376,17 @@ func TestRedisStopped(t *testing.T) {
 
 var tokenMeta = regexp.MustCompile(`<meta name="fairlock-token" content="([0-9a-f]+)">`)
 
+// releaseToken is the release token in srv's page.
+func releaseToken(t *testing.T, srv *httptest.Server) string {
+	t.Helper()
+	_, body := get(t, srv, "/")
+	m := tokenMeta.FindSubmatch(body)
+	if m == nil {
+		t.Fatalf("no release token in the page: %s", body)
+	}
+	return string(m[1])
+}
+
 // release posts a release of the holder called token of the mutex
 // invoice:42 as the page does, with extra headers and the form's confirm.
 func release(t *testing.T, srv *httptest.Server, token, confirm string, header map[string]string) (int, string) {
@@ -411,12 +422,7 @@ func TestForceReleaseIsOffByDefault(t *testing.T) {
 
 func TestForceRelease(t *testing.T) {
 	onScene(t, []fairlockhttp.Option{fairlockhttp.WithForceRelease()}, func(t *testing.T, s scene, srv *httptest.Server, _ func()) {
-		_, body := get(t, srv, "/")
-		m := tokenMeta.FindSubmatch(body)
-		if m == nil {
-			t.Fatalf("no release token in the page: %s", body)
-		}
-		page := map[string]string{fairlockhttp.TokenHeader: string(m[1]), "Sec-Fetch-Site": "same-origin", "Origin": srv.URL}
+		page := map[string]string{fairlockhttp.TokenHeader: releaseToken(t, srv), "Sec-Fetch-Site": "same-origin", "Origin": srv.URL}
 		refused(t, srv, s, page)
 
 		// Confirmed, from the page: the holder ends and the next waiter,
@@ -522,5 +528,22 @@ func TestPage(t *testing.T) {
 		if strings.Contains(string(body), `="`+elsewhere) {
 			t.Errorf("the page loads something from elsewhere (%s): %s", elsewhere, body)
 		}
+	}
+}
+
+// The page reads under the read-only ACL rule of docs/operations.md, as
+// written there; a forced release, which writes, is refused by Redis.
+func TestReadOnlyACL(t *testing.T) {
+	srv := redistest.Start(t)
+	s := makeScene(t, srv.Client(t))
+	srv.SetUser(t, redistest.DocACLRule(t, "../../docs/operations.md", "fairlock-ops"))
+	web := httptest.NewServer(fairlockhttp.New(newLocker(t, srv.ClientAs(t, "fairlock-ops", "ops-secret")), fairlockhttp.WithForceRelease()))
+	defer web.Close()
+	if status, p := readPage(t, web, ""); status != http.StatusOK || len(p.Locks) != 2 || len(p.Locks[1].Waiters) != 3 {
+		t.Fatalf("locks.json as fairlock-ops: %d %+v", status, p)
+	}
+	status, msg := release(t, web, s.holder.Token(), "yes", map[string]string{fairlockhttp.TokenHeader: releaseToken(t, web), "Sec-Fetch-Site": "same-origin"})
+	if status != http.StatusServiceUnavailable || !strings.Contains(msg, "NOPERM") {
+		t.Errorf("a release as fairlock-ops: %d %s", status, msg)
 	}
 }
