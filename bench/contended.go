@@ -224,6 +224,9 @@ type ContendedResult struct {
 	Barging        int     `json:"barging"`
 	BargingPct     float64 `json:"barging_pct"`
 	Errors         int64   `json:"errors"`
+	// WaitHist is the distribution of the waits in the window, which the
+	// contention plot draws.
+	WaitHist *WaitHist `json:"wait_hist,omitempty"`
 	runDetail
 }
 
@@ -346,6 +349,7 @@ func analyse(r *ContendedResult, recs []rec, workers int, startAt, endAt int64) 
 	r.grantFigures, busy = figures(recs, workers, startAt, endAt, nil)
 	r.Busy = float64(busy) / float64(endAt-startAt)
 	r.Overlaps = overCapacity(recs, 1, startAt, endAt)
+	r.WaitHist = newWaitHist(windowWaits(recs, startAt, endAt, nil))
 	byW := make([][]rec, workers)
 	for _, x := range recs {
 		if x.W < workers {

@@ -132,7 +132,7 @@ func (c *config) commonFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.spin, "spin", time.Millisecond, "retry delay of the spinning peers")
 	fs.StringVar(&c.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run")
 	fs.DurationVar(&c.warmup, "warmup", 3*time.Second, "load Redis and the CPUs this long before measuring (the first seconds after idle run slow here)")
-	fs.BoolVar(&c.reportOnly, "report-only", false, "re-render results.md and chart.svg from results.json")
+	fs.BoolVar(&c.reportOnly, "report-only", false, "re-render results.md, chart.svg and the plots from results.json")
 	fs.StringVar(&c.baseline, "baseline", "", "results.json of an earlier run: fairlock's FIFO hand-off and largest drain must be no slower than there (within 50%)")
 	fs.BoolVar(&c.freeport, "freeport", false, "print a free loopback TCP port and exit")
 	fs.BoolVar(&c.built, "fairlock-built", false, "print yes if fairlock is built into this binary, else no, and exit")

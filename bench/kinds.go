@@ -34,6 +34,9 @@ type KindResult struct {
 	// whether the requests named their tenant (fairlock.WithGroup).
 	Tenants []TenantFigures `json:"tenants,omitempty"`
 	Groups  bool            `json:"groups,omitempty"`
+	// ShareBucketMs is the width of the time buckets of the tenants'
+	// GrantsPerBucket.
+	ShareBucketMs float64 `json:"share_bucket_ms,omitempty"`
 	// Lanes are the priority-lanes row's figures of its batch and its
 	// interactive workers.
 	Lanes *LaneFigures `json:"lanes,omitempty"`
@@ -110,6 +113,9 @@ type TenantFigures struct {
 	// under a split by weight (1/tenants without weights).
 	Share     float64 `json:"share"`
 	FairShare float64 `json:"fair_share"`
+	// GrantsPerBucket are its grants in each of the row's ShareBucketMs
+	// buckets of the window, in order: its share over time.
+	GrantsPerBucket []int `json:"grants_per_bucket,omitempty"`
 }
 
 // tenantNames names the tenants A, B, C, ...
@@ -147,13 +153,7 @@ func runTenants(p peer, row string, groups bool, weights []int, e *env, mon *mon
 	if groups {
 		name = "tenants-groups"
 	}
-	weightOf, sumWeights := func(int) int { return 1 }, len(layout)
-	if weights != nil {
-		weightOf, sumWeights = func(t int) int { return weights[t] }, 0
-		for t := range layout {
-			sumWeights += weights[t]
-		}
-	}
+	weightOf, _ := weightsOf(layout, weights)
 	noGroups := false
 	run := runKind(&r, p, semaphoreAsPeer(p, capacity), e, mon, int64(capacity), hold, dur, func(id int, w kindWorker) cycle {
 		tenant, weight := names[tenantOf[id]], weightOf(tenantOf[id])
@@ -173,9 +173,39 @@ func runTenants(p peer, row string, groups bool, weights []int, e *env, mon *mon
 	}
 	_, permitTime := figures(run.recs, workers, run.startAt, run.endAt, nil)
 	r.InUse = float64(permitTime) / float64(int64(capacity)*(run.endAt-run.startAt))
+	tenantRowFigures(&r, run, layout, tenantOf, weights)
+	return r
+}
+
+// weightsOf is each tenant's weight (1 each without weights) and their
+// sum.
+func weightsOf(layout, weights []int) (weightOf func(int) int, sum int) {
+	if weights == nil {
+		return func(int) int { return 1 }, len(layout)
+	}
+	for t := range layout {
+		sum += weights[t]
+	}
+	return func(t int) int { return weights[t] }, sum
+}
+
+// tenantRowFigures fills a tenants row's figures of each tenant from the
+// row's run: its grants, its share and fair share, and its grants in each
+// time bucket of the window, which the shares plot draws.
+func tenantRowFigures(r *KindResult, run kindRun, layout, tenantOf, weights []int) {
+	names := tenantNames(len(layout))
+	weightOf, sumWeights := weightsOf(layout, weights)
+	tenantIn := func(x rec) int {
+		if x.W < len(tenantOf) {
+			return tenantOf[x.W]
+		}
+		return -1
+	}
+	perBucket := grantsPerBucket(run.recs, run.startAt, run.endAt, shareBuckets, len(layout), tenantIn)
+	r.ShareBucketMs = float64(run.endAt-run.startAt) / shareBuckets / 1e6
 	for t, n := range layout {
-		f, _ := figures(run.recs, workers, run.startAt, run.endAt, func(x rec) bool { return x.W < workers && tenantOf[x.W] == t })
-		tf := TenantFigures{Name: names[t], Workers: n, grantFigures: f, FairShare: float64(weightOf(t)) / float64(sumWeights)}
+		f, _ := figures(run.recs, r.Workers, run.startAt, run.endAt, func(x rec) bool { return tenantIn(x) == t })
+		tf := TenantFigures{Name: names[t], Workers: n, grantFigures: f, FairShare: float64(weightOf(t)) / float64(sumWeights), GrantsPerBucket: perBucket[t]}
 		if weights != nil {
 			tf.Weight = weights[t]
 		}
@@ -184,7 +214,6 @@ func runTenants(p peer, row string, groups bool, weights []int, e *env, mon *mon
 		}
 		r.Tenants = append(r.Tenants, tf)
 	}
-	return r
 }
 
 // runRW: workers, each on its own client, take one read-write lock, each

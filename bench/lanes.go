@@ -32,6 +32,10 @@ type LaneFigures struct {
 	AgingMs     float64      `json:"aging_ms,omitempty"`
 	Batch       grantFigures `json:"batch"`
 	Interactive grantFigures `json:"interactive"`
+	// BatchWaits and InteractiveWaits are the distributions of each
+	// lane's waits in the window, which the lanes plot draws.
+	BatchWaits       *WaitHist `json:"batch_waits,omitempty"`
+	InteractiveWaits *WaitHist `json:"interactive_waits,omitempty"`
 	// The grants of each kind that broke FIFO order, of those that could
 	// (see brokeOrder): with priorities the interactive grants pass the
 	// batch waiters before them, and a batch grant passes nobody.
@@ -98,6 +102,8 @@ func runPriorityLanes(p peer, row string, priorities bool, e *env, mon *monitor,
 	r.InUse = float64(permitTime) / float64(int64(l.capacity)*(run.endAt-run.startAt))
 	lanes.Batch, _ = figures(run.recs, workers, run.startAt, run.endAt, batch)
 	lanes.Interactive, _ = figures(run.recs, workers, run.startAt, run.endAt, interactive)
+	lanes.BatchWaits = newWaitHist(windowWaits(run.recs, run.startAt, run.endAt, batch))
+	lanes.InteractiveWaits = newWaitHist(windowWaits(run.recs, run.startAt, run.endAt, interactive))
 	lanes.BatchOrderChecked, lanes.BatchOrderBroken, _ = brokeOrder(run.recs, workers, run.startAt, run.endAt, batch)
 	lanes.InteractiveOrderChecked, lanes.InteractivePassed, _ = brokeOrder(run.recs, workers, run.startAt, run.endAt, interactive)
 	lanes.HandoffP50us = us(percentile(releaseGaps(run.recs, run.startAt, run.endAt, nil), 50))

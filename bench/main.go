@@ -2,7 +2,8 @@
 // redsync, etcd's concurrency.Mutex, a naive SET NX PX spin) through the same
 // scenarios against one redis-server (and one etcd), and fairlock's Semaphore
 // and RWMutex against a naive spinning semaphore and read-write lock, and
-// writes results.json, results.md and chart.svg. run.sh starts the servers.
+// writes results.json, results.md, chart.svg and the plots (*.png). run.sh
+// starts the servers.
 package main
 
 import (
@@ -145,7 +146,7 @@ func main() {
 		}
 	}
 	b.flush()
-	b.logf("wrote %s/results.{json,md}, chart.svg", c.out)
+	b.logf("wrote %s/results.{json,md}, chart.svg and the plots", c.out)
 	printTargets(os.Stdout, b.res.Targets)
 }
 

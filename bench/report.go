@@ -362,6 +362,11 @@ func writeAll(dir string, res *Results) {
 	must(os.WriteFile(filepath.Join(dir, "results.json"), append(b, '\n'), 0o644))
 	must(os.WriteFile(filepath.Join(dir, "results.md"), []byte(markdown(res)), 0o644))
 	must(os.WriteFile(filepath.Join(dir, "chart.svg"), []byte(chart(res)), 0o644))
+	// A plot that cannot be drawn costs the run nothing else: its figures
+	// are in results.json, and -report-only redraws it.
+	if err := drawPlots(dir, res); err != nil {
+		log.Printf("plots: %v", err)
+	}
 }
 
 func must(err error) {
@@ -641,16 +646,7 @@ func cmdstatsLine(m map[string]int64, grants int) string {
 // grants/s, hand-off gap p50 and fairness (Jain's index, % of grants back to
 // the releaser), and the FIFO scenario's inversions.
 func chart(res *Results) string {
-	var cs []ContendedResult
-	variant := ""
-	for _, c := range res.Contended {
-		if variant == "" {
-			variant = c.Variant
-		}
-		if c.Variant == variant {
-			cs = append(cs, c)
-		}
-	}
+	cs := firstVariant(res)
 	fifo := map[string]FIFOResult{}
 	for _, f := range res.FIFO {
 		fifo[f.Peer] = f
@@ -759,6 +755,18 @@ func chart(res *Results) string {
 	p(`<text x="10" y="%d" font-size="11" fill="#444">Hand-off gap: from the start of a release to the next grant, on one monotonic clock; PING = go-redis PING round trip p50 just before each run (limit section: %.0f µs). Source: results.json.</text>`+"\n", H-18, r)
 	p("</svg>\n")
 	return b.String()
+}
+
+// firstVariant are the contended rows of the first variant run: the
+// contended scenario's (16 workers in this process) when it ran.
+func firstVariant(res *Results) []ContendedResult {
+	var cs []ContendedResult
+	for _, c := range res.Contended {
+		if c.Variant == res.Contended[0].Variant {
+			cs = append(cs, c)
+		}
+	}
+	return cs
 }
 
 func slowLine(s []SlowEntry) string {

@@ -3,7 +3,8 @@
 # installed) on free loopback ports, runs every scenario (and, after the
 # uncontended row, ../fairlock's BenchmarkSideBySide; after the names row,
 # its BenchmarkSideBySideManyNames), writes
-# results/results.{md,json} and results/chart.svg, stops the servers, and
+# results/results.{md,json}, results/chart.svg and the plots
+# (results/*.png, drawn by bin/bench), stops the servers, and
 # prints every target, met or missed, at the end of stdout.
 # Extra arguments are passed to the benchmark program (see `bin/bench -h`).
 set -euo pipefail
