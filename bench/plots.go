@@ -138,13 +138,14 @@ func paletted(img image.Image) *image.Paletted {
 
 // plotColors are Okabe and Ito's colours, told apart by most colour-blind
 // readers too: blue (fairlock's, as in chart.svg), vermilion, green,
-// orange, purple, sky blue, black.
+// purple, orange (after purple: beside vermilion it is hard to tell from
+// it in a thin line), sky blue, black.
 var plotColors = []color.Color{
 	color.RGBA{0x00, 0x72, 0xb2, 0xff},
 	color.RGBA{0xd5, 0x5e, 0x00, 0xff},
 	color.RGBA{0x00, 0x9e, 0x73, 0xff},
-	color.RGBA{0xe6, 0x9f, 0x00, 0xff},
 	color.RGBA{0xcc, 0x79, 0xa7, 0xff},
+	color.RGBA{0xe6, 0x9f, 0x00, 0xff},
 	color.RGBA{0x56, 0xb4, 0xe9, 0xff},
 	color.RGBA{0x00, 0x00, 0x00, 0xff},
 }
@@ -301,8 +302,10 @@ func lanePlot(res *Results) ([]*plot.Plot, error) {
 			if lane.h == nil {
 				continue
 			}
+			// FIFO's two lanes wait alike: their lines, dashed
+			// differently, show through each other.
 			style := lineStyle(j, i == 0)
-			style.Dashes = plotDashes[i]
+			style.Dashes = plotDashes[i*(1+j)]
 			if err := addCCDF(p, lane.h, fmt.Sprintf("%s, %s: p99 %.1f ms", lane.name, how, lane.f.WaitP99us/1e3), style); err != nil {
 				return nil, err
 			}
