@@ -402,12 +402,14 @@ func TestEvictionCheckWithoutINFO(t *testing.T) {
 	}
 }
 
-// regexpVersion matches a 7.0 server's version, which the proxy changes to
-// 6.2 of the same length, so that the reply's RESP length still holds.
-var regexpVersion = regexp.MustCompile(`redis_version:7\.0\.(\d+)`)
+// regexpVersion matches the version of a 7.0 or later server (Valkey's
+// redis_version is the Redis it is compatible with, 7.2.4 for Valkey 8),
+// which the proxy changes to 6.2 of the same length, so that the reply's
+// RESP length still holds.
+var regexpVersion = regexp.MustCompile(`redis_version:\d\.\d\.(\d+)`)
 
 // A Redis older than 7.0 gets a clear error that names the version needed,
-// before any script runs. The proxy makes a 7.0 server say it is 6.2.
+// before any script runs. The proxy makes the server say it is 6.2.
 func TestRedisTooOld(t *testing.T) {
 	srv := redistest.Start(t)
 	px := redistest.StartProxy(t, srv.Addr)
