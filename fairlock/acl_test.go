@@ -109,8 +109,18 @@ func TestACLRuleIsEnough(t *testing.T) {
 	}
 	// Nothing was refused, not even a command whose error only the next
 	// heartbeat would notice (a lease read-back, a check on waiters).
-	if log := primary.Client(t).Do(ctx, "ACL", "LOG").Val(); log != nil && len(log.([]any)) > 0 {
-		t.Fatalf("ACL LOG after the run: %v", log)
+	// But go-redis's CLIENT SETINFO on connect: Redis 7.2 and later and
+	// Valkey log its refusal, which go-redis ignores, and the rule cannot
+	// name it, since Redis 7.0 does not know it (docs/operations.md).
+	log, _ := primary.Client(t).Do(ctx, "ACL", "LOG").Val().([]any)
+	var refused []any
+	for _, e := range log {
+		if m, ok := e.(map[any]any); !ok || m["object"] != "client|setinfo" {
+			refused = append(refused, e)
+		}
+	}
+	if len(refused) > 0 {
+		t.Fatalf("ACL LOG after the run: %v", refused)
 	}
 }
 
