@@ -32,11 +32,12 @@ type batcher struct {
 	client  redis.UniversalClient
 	cluster *redis.ClusterClient // nil: one shard
 	// drains counts the goroutines sending the batches that queued behind
-	// a caller's, which Shutdown waits for.
+	// a caller's, which Shutdown waits for (stop).
 	drains sync.WaitGroup
 
-	mu    sync.Mutex
-	lines map[*redis.Client]*batchLine // by primary; nil: one Redis, or shard unknown
+	mu      sync.Mutex
+	lines   map[*redis.Client]*batchLine // by primary; nil: one Redis, or shard unknown
+	stopped bool                         // no drain starts: its leader sends the batches itself
 }
 
 // A batchLine is one shard's calls: those queued for its next batch, and
@@ -95,8 +96,7 @@ func (b *batcher) Process(ctx context.Context, cmd redis.Cmder) error {
 	line.sending = true
 	b.mu.Unlock()
 	if lead && b.sendNext(line) {
-		b.drains.Add(1)
-		go b.drain(line)
+		b.startDrain(line)
 	}
 	select {
 	case <-call.done:
@@ -125,6 +125,34 @@ func (b *batcher) lineOf(ctx context.Context, cmd *redis.Cmd) *batchLine {
 		b.lines[shard] = line
 	}
 	return line
+}
+
+// startDrain sends the batches queued on line behind its leader's from a
+// goroutine of their own, or, once stop has begun waiting for those, from
+// the leader's: a drain counted after stop's Wait began would race with it
+// (a call made while the Locker shuts down, as a Release may be).
+func (b *batcher) startDrain(line *batchLine) {
+	b.mu.Lock()
+	stopped := b.stopped
+	if !stopped {
+		b.drains.Add(1)
+	}
+	b.mu.Unlock()
+	if stopped {
+		for b.sendNext(line) {
+		}
+		return
+	}
+	go b.drain(line)
+}
+
+// stop waits for the drains under way; any later batches are sent by
+// their leaders.
+func (b *batcher) stop() {
+	b.mu.Lock()
+	b.stopped = true
+	b.mu.Unlock()
+	b.drains.Wait()
 }
 
 // drain sends line's batches until none is queued.

@@ -190,7 +190,7 @@ func (l *Locker) stop(ctx context.Context, err error) error {
 	errs := []error{err, l.notifier.close()}
 	// Every background call derives from l.life, now ended: the goroutines
 	// return as soon as go-redis hands their calls back.
-	wait := func() { l.bg.Wait(); l.batch.drains.Wait() }
+	wait := func() { l.bg.Wait(); l.batch.stop() }
 	if werr := waitFor(ctx, wait); werr != nil && err == nil {
 		errs = append(errs, werr)
 	}

@@ -1208,7 +1208,7 @@ func (m *machine) checkLines(rt *rapid.T, lk smLock, base string, orderFlat []st
 			at, ok := arrival[tok]
 			if !ok || at <= last || laneKey(base, state["g:"+tok], tokenLane(tok)) != keys[i] ||
 				(at < 0) != (tokenLane(tok) > 0) {
-				rt.Fatalf("%s: line %s has %s out of place (order %v, its group %q)", lk.name, keys[i], tok, orderFlat, state["g:"+tok])
+				rt.Fatalf("%s: line %s has %s out of place (line %v, order %v, its group %q)", lk.name, keys[i], tok, line, orderFlat, state["g:"+tok])
 			}
 			last = at
 			lined++
