@@ -11,6 +11,7 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -113,10 +114,14 @@ func (p *Proxy) HoldRequest(marker string) *Hold { return p.arm(holdRequest, mar
 func (p *Proxy) HoldReply(marker string) *Hold { return p.arm(holdReply, marker) }
 
 // Duplicate lets the next request whose bytes contain one of markers (or
-// begin with it, for a marker that starts with "^") through, and sends Redis a copy of it on a connection of its own when
-// the Hold is released; the copy's reply is dropped. So a command reaches
-// Redis twice, the second time late, as go-redis's retry of a command
-// whose reply was lost, or a network that repeats itself, would send it.
+// begin with it, for a marker that starts with "^") through, and sends
+// Redis a copy of it on a connection of its own when the Hold is released;
+// the copy's reply is dropped. So a command reaches Redis twice, the second
+// time late, as go-redis's retry of a command whose reply was lost would
+// send it. Of a pipeline, only the commands that contain a marker are
+// copied: go-redis retries a pipeline whole or not at all, and not at all
+// when one of its commands must not be sent twice, so a copy of the whole
+// would send Redis what no client sends.
 func (p *Proxy) Duplicate(markers ...string) *Hold { return p.arm(duplicate, markers...) }
 
 func (p *Proxy) arm(kind holdKind, markers ...string) *Hold {
@@ -338,7 +343,7 @@ func (p *Proxy) pipe(src, dst net.Conn, lat *atomic.Int64, server net.Conn) {
 					p.replyHold[server] = a.hold
 				case duplicate:
 					p.wg.Add(1)
-					go p.sendCopy(b, a.hold)
+					go p.sendCopy(commandsWith(b, a.markers), a.hold)
 				}
 			case server == nil && p.dropping[src]:
 				delete(p.dropping, src)
@@ -379,6 +384,58 @@ func (p *Proxy) pipe(src, dst net.Conn, lat *atomic.Int64, server net.Conn) {
 
 // sendCopy sends request b to Redis on a connection of its own once h is
 // released, and drops the reply.
+// commandsWith returns the commands of b (RESP arrays of bulk strings, as
+// clients send them) that match one of markers; all of b if it is not
+// whole commands (a read that split one).
+func commandsWith(b []byte, markers [][]byte) []byte {
+	var out []byte
+	for rest := b; len(rest) > 0; {
+		n := commandLen(rest)
+		if n == 0 {
+			return b
+		}
+		if cmd := rest[:n]; slices.ContainsFunc(markers, func(m []byte) bool { return matches(cmd, m) }) {
+			out = append(out, cmd...)
+		}
+		rest = rest[n:]
+	}
+	return out
+}
+
+// commandLen is the length of the command b begins with, "*N\r\n" then N
+// "$len\r\n<bytes>\r\n"; 0 if b does not begin with a whole one.
+func commandLen(b []byte) int {
+	count, at, ok := respHeader(b, '*', 0)
+	if !ok {
+		return 0
+	}
+	for range count {
+		size, next, ok := respHeader(b, '$', at)
+		if !ok || next+size+2 > len(b) {
+			return 0
+		}
+		at = next + size + 2
+	}
+	return at
+}
+
+// respHeader reads "<kind><number>\r\n" at b[at:], and returns the number
+// and where what follows it starts.
+func respHeader(b []byte, kind byte, at int) (n, next int, ok bool) {
+	if at >= len(b) || b[at] != kind {
+		return 0, 0, false
+	}
+	end := bytes.Index(b[at:], []byte("\r\n"))
+	if end < 0 {
+		return 0, 0, false
+	}
+	n, err := strconv.Atoi(string(b[at+1 : at+end]))
+	if err != nil || n < 0 {
+		return 0, 0, false
+	}
+	return n, at + end + 2, true
+}
+
 func (p *Proxy) sendCopy(b []byte, h *Hold) {
 	defer p.wg.Done()
 	<-h.gate
