@@ -138,8 +138,18 @@ func (s *Lease) Release(ctx context.Context) error {
 	n, err := s.release(ctx, marked)
 	if err != nil && !isRedisError(err) && ctx.Err() == nil {
 		// The release may have run: a second one that finds nothing to
-		// release is this one's success.
-		if n, err = s.release(ctx, marked); err == nil {
+		// release is this one's success. The first then counted itself in
+		// the session, and so does the Locker, or a rollback to before it
+		// would go unseen and leave the lease's ghost holding the lock
+		// (the state machine found one). Should the first have released
+		// nothing (a forced release this Locker has not learned of yet),
+		// the next renewal takes the count for a rollback and gives the
+		// session up: its other leases are lost too, which is safe, in a
+		// case that needs both an operator's release and a lost reply.
+		if n, err = s.release(ctx, marked); err == nil && n == 0 {
+			s.session.counted.Add(1)
+		}
+		if err == nil {
 			n = 1
 		}
 	}
