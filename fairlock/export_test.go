@@ -73,3 +73,11 @@ func LateOpening(ctx context.Context, l *Locker, client *redis.Client, name, tok
 	}
 	return err
 }
+
+// EndedAt is when the lease ended here: a test that learns of it on Done
+// reads the instant, not when its goroutine woke.
+func EndedAt(s *Lease) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ended
+}

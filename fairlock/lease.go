@@ -44,6 +44,7 @@ type Lease struct {
 	renewAt     time.Time     // when the heartbeat renews the record
 	releasing   bool          // Release was sent: a lease found gone is no loss
 	granted     time.Time     // when Acquire handed it out, for Event.Held; zero before
+	ended       time.Time     // when it ended here, for Event.Held
 }
 
 // event starts an Event about s.
@@ -318,8 +319,8 @@ func (s *Lease) end(err error, withdraw bool) {
 		s.mu.Unlock()
 		return
 	}
-	s.err = err
-	granted := s.granted
+	s.err, s.ended = err, time.Now()
+	granted, ended := s.granted, s.ended
 	if s.done != nil {
 		close(s.done)
 	}
@@ -338,7 +339,7 @@ func (s *Lease) end(err error, withdraw bool) {
 		kind = EventLost
 	}
 	e := s.event(kind)
-	e.Fence, e.Held, e.Err = s.fence, time.Since(granted), err
+	e.Fence, e.Held, e.Err = s.fence, ended.Sub(granted), err
 	l.cfg.observe(e)
 }
 

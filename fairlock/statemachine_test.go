@@ -647,7 +647,7 @@ func (m *machine) granted(rt *rapid.T, c *smCall, s *fairlock.Lease) {
 		go func() {
 			<-s.Done()
 			if errors.Is(s.Err(), fairlock.ErrLost) {
-				valid.ended(s.Token(), fmt.Sprintf("lost at locker %d (Done)", c.locker), time.Now())
+				valid.ended(s.Token(), fmt.Sprintf("lost at locker %d (Done)", c.locker), fairlock.EndedAt(s))
 			}
 		}()
 	}
