@@ -40,7 +40,7 @@ type Grant struct {
 // older fence (Lease.Fence) is protected; use ForceRelease for a holder
 // that is stuck, not one that is slow.
 func (l *Locker) ForceRelease(ctx context.Context, k LockKind, name, token string) (ForceReleaseResult, error) {
-	ref, err := l.lockOfKind("ForceRelease", k, name)
+	ref, err := l.lockOfKind(k, name)
 	if err != nil {
 		return ForceReleaseResult{}, err
 	}
@@ -93,26 +93,17 @@ type LockInUse struct {
 func (l *Locker) Locks(ctx context.Context) ([]LockInUse, error) {
 	var mu sync.Mutex // ForEachMaster scans the primaries in parallel
 	found := map[LockInUse]bool{}
-	kinds := []struct {
-		kind   LockKind
-		suffix string // what a key of that kind ends with, after the name's "}:"
-	}{
-		{LockMutex, "lock"}, {LockMutex, "order"},
-		{LockSemaphore, spaceSemaphore + "holders"}, {LockSemaphore, spaceSemaphore + "order"},
-		{LockRWMutex, spaceRW + "holders"}, {LockRWMutex, spaceRW + "order"},
-	}
-	// One pass over the prefix's keys, each told apart by its suffix.
+	// One pass over the prefix's keys, each told apart by its suffix: a
+	// lock in use has holders or waiters, so its holders' key or its order
+	// set.
 	match := globEscaper.Replace(keyBase(l.cfg.prefix)) + "{*}:*"
 	scan := func(ctx context.Context, c *redis.Client) error {
 		iter := c.Scan(ctx, 0, match, 1000).Iterator()
 		for iter.Next(ctx) {
-			for _, k := range kinds {
-				if name, ok := nameFromKey(l.cfg.prefix, k.suffix, iter.Val()); ok {
-					mu.Lock()
-					found[LockInUse{name, k.kind}] = true
-					mu.Unlock()
-					break
-				}
+			if lk, ok := lockOfKey(l.cfg.prefix, iter.Val()); ok {
+				mu.Lock()
+				found[lk] = true
+				mu.Unlock()
 			}
 		}
 		return iter.Err()
@@ -140,6 +131,19 @@ func (l *Locker) Locks(ctx context.Context) ([]LockInUse, error) {
 		return int(a.Kind) - int(b.Kind)
 	})
 	return locks, nil
+}
+
+// lockOfKey tells which lock key is the holders' key or the order set of,
+// under prefix.
+func lockOfKey(prefix, key string) (LockInUse, bool) {
+	for _, k := range kinds {
+		for _, suffix := range [...]string{k.space + k.holdersKey(), k.space + "order"} {
+			if name, ok := nameFromKey(prefix, suffix, key); ok {
+				return LockInUse{name, k.lock}, true
+			}
+		}
+	}
+	return LockInUse{}, false
 }
 
 // globEscaper makes a string match only itself in a SCAN MATCH pattern.

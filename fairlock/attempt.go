@@ -50,11 +50,12 @@ func (a *attempt) configure(opts []AcquireOption) error {
 			opt(&a.cfg)
 		}
 	}
+	kd := a.req.ref.kind
 	switch c := &a.cfg; {
 	case len(c.metadata) > MaxMetadataLen:
 		return fmt.Errorf("%w: metadata of %s is longer than MaxMetadataLen (%s)", ErrInvalid, byteSize(len(c.metadata)), byteSize(MaxMetadataLen))
-	case c.hasGroup && a.req.ref.kind != semaphoreKind:
-		return fmt.Errorf("%w: only a semaphore takes WithGroup, not a %v", ErrInvalid, a.req.ref.kind.lock)
+	case c.hasGroup && !kd.groups:
+		return fmt.Errorf("%w: a %s takes no WithGroup", ErrInvalid, kd.name)
 	case c.hasGroup && (c.group == "" || len(c.group) > MaxGroupLen):
 		return fmt.Errorf("%w: group name %s is empty or longer than MaxGroupLen (%d bytes)", ErrInvalid, quoteName(c.group), MaxGroupLen)
 	case c.hasWeight && !c.hasGroup:
@@ -63,8 +64,8 @@ func (a *attempt) configure(opts []AcquireOption) error {
 		return fmt.Errorf("%w: group weight %d is outside 1..MaxGroupWeight (%d)", ErrInvalid, c.weight, MaxGroupWeight)
 	case c.priority < 0 || c.priority > MaxPriority:
 		return fmt.Errorf("%w: priority %d is outside 0..MaxPriority (%d)", ErrInvalid, c.priority, MaxPriority)
-	case c.priority > 0 && a.req.ref.kind == rwKind:
-		return fmt.Errorf("%w: a read-write lock takes no priority: its waiters are granted in arrival order", ErrInvalid)
+	case c.priority > 0 && !kd.priorities:
+		return fmt.Errorf("%w: a %s takes no priority: its waiters are granted in arrival order", ErrInvalid, kd.name)
 	}
 	if a.wait {
 		a.mode = modeWait

@@ -593,7 +593,7 @@ func (b *books) heartbeatPlan(sharded bool) *heartbeatPlan {
 				p.renewals = append(p.renewals, &recordRenewal{lease: s})
 			}
 			switch {
-			case ll.ref.kind != mutexKind:
+			case ll.ref.kind.holderSet:
 				if zmscore == nil {
 					zmscore = &leaseCheck{args: []any{"zmscore", ll.ref.args[0]}}
 					p.checks = append(p.checks, zmscore)

@@ -42,13 +42,11 @@ const (
 	LockRWMutex                       // Locker.RWMutex
 )
 
-var lockNames = [...]string{"", "mutex", "semaphore", "rwmutex"}
-
 // String is the kind's name as log lines show it: "mutex", "semaphore",
 // "rwmutex", or "unknown" for a value that is none of the kinds.
 func (k LockKind) String() string {
-	if k > 0 && int(k) < len(lockNames) {
-		return lockNames[k]
+	if kd, err := kindOf(k); err == nil {
+		return kd.name
 	}
 	return "unknown"
 }

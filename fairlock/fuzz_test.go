@@ -44,24 +44,24 @@ func hashTag(key string) string {
 // checkKeys verifies the key layout of one (prefix, name).
 func checkKeys(t *testing.T, prefix, name string) []string {
 	t.Helper()
-	keys := lockKeys(prefix, spaceMutex, name)
+	keys := lockKeys(prefix, mutexKind, name)
 	if len(keys) != 6 {
 		t.Fatalf("lockKeys(%q, %q) returned %d keys", prefix, name, len(keys))
 	}
-	// A semaphore's and a read-write lock's keys: the same hash tag, six
-	// each, and none shared with another kind.
+	// Every other kind's keys: the same hash tag, six each, and none
+	// shared with another kind.
 	seen := map[string]bool{}
 	for _, k := range keys {
 		seen[k] = true
 	}
-	for _, space := range []string{spaceSemaphore, spaceRW} {
-		counted := lockKeys(prefix, space, name)
+	for _, kd := range kinds[1:] {
+		counted := lockKeys(prefix, kd, name)
 		if len(counted) != 6 {
-			t.Fatalf("lockKeys(%q, %q, %q) returned %d keys", prefix, space, name, len(counted))
+			t.Fatalf("lockKeys(%q, %s, %q) returned %d keys", prefix, kd.name, name, len(counted))
 		}
 		for _, k := range counted {
 			if hashTag(k) != hashTag(keys[0]) || seen[k] {
-				t.Fatalf("key %q of the %q space of %q: hash tag %q, or shared with another kind", k, space, name, hashTag(k))
+				t.Fatalf("key %q of the %s %q: hash tag %q, or shared with another kind", k, kd.name, name, hashTag(k))
 			}
 			seen[k] = true
 		}
@@ -260,7 +260,7 @@ func FuzzReplies(f *testing.F) {
 				}
 			}
 		}
-		for _, kd := range []*kind{mutexKind, semaphoreKind, rwKind} {
+		for _, kd := range kinds {
 			st, ok := parseSnapshot(reply, kd)
 			if !ok {
 				continue
@@ -353,7 +353,7 @@ func FuzzNamesOnRedis(f *testing.F) {
 		if err != nil || !st.Held() || st.Holders[0].Token != lease.Token() || st.Fence != lease.Fence() {
 			t.Fatalf("Inspect(%q) = %+v, %v; lease %s fence %d", name, st, err, lease.Token(), lease.Fence())
 		}
-		keys := lockKeys(DefaultKeyPrefix, spaceMutex, name)
+		keys := lockKeys(DefaultKeyPrefix, mutexKind, name)
 		if n, err := client.Exists(ctx, keys[0], keys[3]).Result(); err != nil || n != 2 {
 			t.Fatalf("lock and fence keys of %q: exists=%d %v (keys %q)", name, n, err, keys)
 		}
@@ -440,8 +440,8 @@ func FuzzKindsOnRedis(f *testing.F) {
 				if st, err := sem.Inspect(ctx); err != nil || st.Capacity != capacity || st.InUse != n || len(st.Holders) != 1 || st.Fence != lease.Fence() || st.Holders[0].Fence != lease.Fence() {
 					t.Fatalf("Inspect after TryAcquire(%d) of %d: %+v, %v", n, capacity, st, err)
 				}
-				for _, k := range lockKeys(DefaultKeyPrefix, spaceSemaphore, name) {
-					if keySlot(k) != keySlot(lockKeys(DefaultKeyPrefix, spaceMutex, name)[0]) {
+				for _, k := range lockKeys(DefaultKeyPrefix, semaphoreKind, name) {
+					if keySlot(k) != keySlot(lockKeys(DefaultKeyPrefix, mutexKind, name)[0]) {
 						t.Fatalf("semaphore key %q in another slot", k)
 					}
 				}

@@ -147,10 +147,12 @@ type recordRenewal struct {
 
 // A leaseCheck reads back the records of some leases: that Redis still has
 // them is what a session cannot tell (a failover that lost the grant but
-// not the session, a forced release, an evicted key). A mutex's are its
-// lock keys, read with MGET, scripts.Batch at a time (one GET each on
-// Cluster, where keys of different slots cannot share a command); a
-// semaphore's are its holders, read with ZMSCORE, one command per lock.
+// not the session, a forced release, an evicted key). Where a lock's
+// holders are a sorted set (kind.holderSet), a lease's record is its
+// member there, read with ZMSCORE, one command per lock; else it is the
+// lock's one key, whose value is the holder's token, read with MGET,
+// scripts.Batch at a time (one GET each on Cluster, where keys of
+// different slots cannot share a command).
 type leaseCheck struct {
 	leases []*Lease
 	args   []any
@@ -179,7 +181,7 @@ func (c *leaseCheck) apply() error {
 		return err
 	}
 	for i, s := range c.leases {
-		if held := vals[i] != nil && (s.ref.kind != mutexKind || vals[i] == s.token); !held {
+		if held := vals[i] != nil && (s.ref.kind.holderSet || vals[i] == s.token); !held {
 			s.vanished()
 		}
 	}

@@ -2,7 +2,6 @@ package fairlock
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -65,7 +64,7 @@ type Waiter struct {
 // whose Locker died, not yet removed from Redis, are left out: they will
 // never use the lock again. It needs no capacity: the semaphore's is read.
 func (l *Locker) Inspect(ctx context.Context, k LockKind, name string) (State, error) {
-	ref, err := l.lockOfKind("Inspect", k, name)
+	ref, err := l.lockOfKind(k, name)
 	if err != nil {
 		return State{}, err
 	}
@@ -92,11 +91,8 @@ func parseSnapshot(reply any, kd *kind) (State, bool) {
 		return State{}, false
 	}
 	st := State{Kind: kd.lock, Capacity: int(nums[0]), Fence: nums[1], Queued: int(nums[2])}
-	switch kd {
-	case mutexKind:
-		st.Capacity = 1
-	case rwKind:
-		st.Capacity = MaxCapacity
+	if kd.capacity > 0 {
+		st.Capacity = kd.capacity
 	}
 	ok = records(arr[3], 6, func(f []any) bool {
 		s, ok1 := strs(f[0], f[3], f[4])
@@ -106,12 +102,9 @@ func parseSnapshot(reply any, kd *kind) (State, bool) {
 		if !ok1 || !ok2 || !ok3 || !ok4 {
 			return false
 		}
-		shared, permits := requestOf(kd, s[0])
+		shared, permits := kd.request(s[0])
 		st.Holders = append(st.Holders, Holder{Token: s[0], Shared: shared, Permits: permits, Fence: fence,
 			TTL: time.Duration(left) * time.Millisecond, Metadata: s[1], Group: s[2], Weight: int(weight), Priority: tokenPriority(s[0])})
-		if kd == rwKind {
-			permits = 1
-		}
 		st.InUse += permits
 		return true
 	}) && records(arr[4], 6, func(f []any) bool {
@@ -122,7 +115,7 @@ func parseSnapshot(reply any, kd *kind) (State, bool) {
 		if !ok1 || !ok2 || !ok3 || !ok4 {
 			return false
 		}
-		shared, permits := requestOf(kd, s[0])
+		shared, permits := kd.request(s[0])
 		st.Waiters = append(st.Waiters, Waiter{Token: s[0], Shared: shared, Permits: permits, Position: len(st.Waiters) + 1,
 			TTL: time.Duration(left) * time.Millisecond, Metadata: s[1], Group: s[2], Weight: int(weight), Priority: tokenPriority(s[0]),
 			Waited: time.Duration(waited) * time.Millisecond})
@@ -131,31 +124,17 @@ func parseSnapshot(reply any, kd *kind) (State, bool) {
 	return st, ok
 }
 
-// lockOfKind checks what Inspect and ForceRelease (verb) take, a kind of
-// lock and its name, and returns that lock's ref.
-func (l *Locker) lockOfKind(verb string, k LockKind, name string) (*lockRef, error) {
-	kd := kindOf(k)
-	if kd == nil {
-		return nil, fmt.Errorf("%w: %s takes LockMutex, LockSemaphore or LockRWMutex, not %v", ErrInvalid, verb, k)
+// lockOfKind checks what Inspect and ForceRelease take, a kind of lock
+// and its name, and returns that lock's ref.
+func (l *Locker) lockOfKind(k LockKind, name string) (*lockRef, error) {
+	kd, err := kindOf(k)
+	if err != nil {
+		return nil, err
 	}
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
 	return l.refs.get(kd, name), nil
-}
-
-// requestOf tells what a token of a lock of kind kd asks for: whether it
-// shares a read-write lock (a reader), and its permits as Holder and
-// Waiter report them.
-func requestOf(kd *kind, token string) (shared bool, permits int) {
-	n := permitsOf(token)
-	switch kd {
-	case semaphoreKind:
-		return false, n
-	case rwKind:
-		return n != MaxCapacity, 1
-	}
-	return false, 1
 }
 
 // permitsOf reads the permits a token asks for, after its '#'.

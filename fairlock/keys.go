@@ -48,17 +48,13 @@ const (
 	spaceRW        = "rw:"
 )
 
-// lockKeys returns the keys of one lock in the order the scripts take them
-// (scripts/lib/keys.lua): holders ("lock" for a mutex, "holders" for the
-// others), queue, order, fence, meta and state, under the key space. They
+// lockKeys returns the keys of the lock of kind k called name in the
+// order the scripts take them (scripts/lib/keys.lua): holders (kind.holdersKey),
+// queue, order, fence, meta and state, under the kind's key space. They
 // share the hash tag {name}, so a Redis Cluster keeps them in one slot.
-func lockKeys(prefix, space, name string) []string {
-	base := tagBase(prefix, name) + space
-	holders := "holders"
-	if space == spaceMutex {
-		holders = "lock"
-	}
-	return []string{base + holders, base + "queue", base + "order", base + "fence", base + "meta", base + "state"}
+func lockKeys(prefix string, k *kind, name string) []string {
+	base := tagBase(prefix, name) + k.space
+	return []string{base + k.holdersKey(), base + "queue", base + "order", base + "fence", base + "meta", base + "state"}
 }
 
 // tagBase is what every key of the locks called name starts with.

@@ -1,29 +1,86 @@
 package fairlock
 
-// A kind is what differs between the mutex, the semaphore and the
-// read-write lock; the queue engine is the same.
+import (
+	"fmt"
+	"strings"
+)
+
+// A kind is one kind of lock. The queue engine is the same for all of
+// them; a kind answers every question on which they differ, and the code
+// asks it rather than telling kinds apart. Every kind is in kinds.
 type kind struct {
-	lock    LockKind   // LockMutex, LockSemaphore or LockRWMutex
-	space   string     // the key space of its locks (keys.go)
+	lock LockKind // its value in Event, State and LockInUse
+	name string   // LockKind.String
+	// space is the key space of its locks (keys.go): the keys of locks of
+	// two kinds never meet, whatever their names.
+	space   string
 	scripts *scriptSet // its holder store's scripts
-	fast    bool       // it takes a free lock without a script (fastpath.go)
+	// holderSet says how its holder store keeps its holders: as members
+	// of a sorted set of tokens, each with its record's deadline, and
+	// their fences in the state hash (the counted store); else as the
+	// value of one string key, the record, which keeps no fence of its
+	// own (the mutex's store). It names the holders' key, the heartbeat's
+	// read-back of leases and what Inspect knows of a holder's fence.
+	holderSet bool
+	// capacity is the permits of each lock of the kind, as Inspect reports
+	// them; 0 when each lock has its own, which Inspect reads from Redis
+	// (a semaphore's).
+	capacity int
+	// shared says that a request for fewer permits than capacity shares
+	// the lock (a read-write lock's reader) and one for all of them
+	// excludes every other holder (a writer). Each counts as one permit
+	// where its permits are reported; without shared, a request's permits
+	// are those its token asks for.
+	shared bool
+	// The options its requests take beside the common ones: WithGroup and
+	// WithGroupWeight (groups), WithPriority (priorities).
+	groups, priorities bool
+	// fast says that the fast path serves it (fastpath.go): a mutex's
+	// store takes a free lock without a script.
+	fast bool
 }
 
 var (
-	mutexKind     = &kind{lock: LockMutex, space: spaceMutex, scripts: mutexScripts, fast: true}
-	semaphoreKind = &kind{lock: LockSemaphore, space: spaceSemaphore, scripts: countedScripts}
-	rwKind        = &kind{lock: LockRWMutex, space: spaceRW, scripts: countedScripts}
+	mutexKind = &kind{lock: LockMutex, name: "mutex", space: spaceMutex, scripts: mutexScripts,
+		capacity: 1, priorities: true, fast: true}
+	semaphoreKind = &kind{lock: LockSemaphore, name: "semaphore", space: spaceSemaphore, scripts: countedScripts,
+		holderSet: true, groups: true, priorities: true}
+	rwKind = &kind{lock: LockRWMutex, name: "rwmutex", space: spaceRW, scripts: countedScripts,
+		holderSet: true, capacity: MaxCapacity, shared: true}
 )
 
-// kindOf returns the kind of the locks of lk, or nil.
-func kindOf(lk LockKind) *kind {
-	switch lk {
-	case LockMutex:
-		return mutexKind
-	case LockSemaphore:
-		return semaphoreKind
-	case LockRWMutex:
-		return rwKind
+// kinds are every kind of lock, in the order tools show them. A kind is
+// registered here and nowhere else; a test may add one in its init.
+var kinds = []*kind{mutexKind, semaphoreKind, rwKind}
+
+// kindOf returns the kind of the locks of lk; ErrInvalid if lk is none.
+func kindOf(lk LockKind) (*kind, error) {
+	for _, k := range kinds {
+		if k.lock == lk {
+			return k, nil
+		}
 	}
-	return nil
+	names := make([]string, len(kinds))
+	for i, k := range kinds {
+		names[i] = k.name
+	}
+	return nil, fmt.Errorf("%w: lock kind %d is none of the kinds of lock (%s)", ErrInvalid, int(lk), strings.Join(names, ", "))
+}
+
+// holdersKey is the name of its locks' holders' key, after the key space.
+func (k *kind) holdersKey() string {
+	if k.holderSet {
+		return "holders"
+	}
+	return "lock"
+}
+
+// request tells what a token of a lock of kind k asks for: whether it
+// shares the lock, and its permits as Holder and Waiter report them.
+func (k *kind) request(token string) (shared bool, permits int) {
+	n := permitsOf(token)
+	if k.shared {
+		return n < k.capacity, 1
+	}
+	return false, n
 }

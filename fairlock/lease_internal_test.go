@@ -52,9 +52,9 @@ func TestHeartbeatOnAnIdleLockLeavesNoKey(t *testing.T) {
 	}
 	t.Cleanup(func() { l.Close() })
 	ctx := context.Background()
-	for _, k := range []*kind{mutexKind, semaphoreKind, rwKind} {
+	for _, k := range kinds {
 		c := &heartbeatCall{ref: l.refs.get(k, "idle"), capacity: "", limit: 0, waiters: []*waiter{{token: "gone:1"}}}
-		if k != mutexKind {
+		if k.holderSet {
 			c.capacity = 2
 		}
 		if err := l.runHeartbeats(ctx, &heartbeatPlan{calls: []*heartbeatCall{c}}); err != nil {

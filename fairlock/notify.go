@@ -252,7 +252,7 @@ func (n *notifier) resubscribe(channels []string) {
 		if sub == nil {
 			continue
 		}
-		primary, err := n.cluster.MasterForKey(ctx, lockKeys("", spaceMutex, sub.name)[0])
+		primary, err := n.cluster.MasterForKey(ctx, lockKeys("", mutexKind, sub.name)[0])
 		if err != nil {
 			continue // the next Acquire of this lock subscribes again
 		}

@@ -50,6 +50,18 @@ func TestBadInput(t *testing.T) {
 	if _, err := l.Inspect(ctx, fairlock.LockMutex, ""); !errors.Is(err, fairlock.ErrInvalid) {
 		t.Errorf("Inspect(\"\"): %v", err)
 	}
+	// An unknown kind of lock is refused, never taken for a mutex.
+	for _, k := range []fairlock.LockKind{0, 99} {
+		if _, err := l.Inspect(ctx, k, "x"); !errors.Is(err, fairlock.ErrInvalid) {
+			t.Errorf("Inspect of kind %d: %v", k, err)
+		}
+		if _, err := l.ForceRelease(ctx, k, "x", ""); !errors.Is(err, fairlock.ErrInvalid) {
+			t.Errorf("ForceRelease of kind %d: %v", k, err)
+		}
+		if k.String() != "unknown" {
+			t.Errorf("kind %d is called %q", k, k.String())
+		}
+	}
 	s, err := l.Acquire(ctx, "x")
 	if err != nil {
 		t.Fatal(err)

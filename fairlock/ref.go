@@ -87,7 +87,7 @@ func (c *refCache) get(k *kind, name string) *lockRef {
 	if len(c.refs) >= refCacheSize {
 		clear(c.refs)
 	}
-	r := &lockRef{name: name, kind: k, keys: lockKeys(c.prefix, k.space, name)}
+	r := &lockRef{name: name, kind: k, keys: lockKeys(c.prefix, k, name)}
 	r.sessions = sessionPrefix(c.prefix, name, c.sharded)
 	notifyCmd, notifyPrefix := "PUBLISH", keyBase(c.prefix)+"notify:"
 	if c.sharded {

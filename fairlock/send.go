@@ -100,7 +100,7 @@ func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, er
 		// Refused before any change: like a bad argument, it never queued.
 		a.l.books.drop(w)
 		in := append(strings.Fields(strings.TrimPrefix(err.Error(), scripts.ErrCapacity)), "", "")
-		return 0, fmt.Errorf("%w: semaphore %s is in use with %s, not %s", ErrInvalid, quoteName(w.ref.name),
+		return 0, fmt.Errorf("%w: %s %s is in use with %s, not %s", ErrInvalid, w.ref.kind.name, quoteName(w.ref.name),
 			capacityText(in[0], in[1]), capacityText(fmt.Sprint(a.req.capacity), fmt.Sprint(a.req.limit)))
 	}
 	// Refused: withdraw the token, in case part of the script ran.
