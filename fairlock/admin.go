@@ -81,7 +81,7 @@ func parseForceRelease(reply any) (ForceReleaseResult, bool) {
 // A LockInUse is one lock that has a holder or a queue.
 type LockInUse struct {
 	Name string
-	Kind LockKind // LockMutex, LockSemaphore or LockRWMutex
+	Lock LockKind // LockMutex, LockSemaphore or LockRWMutex
 }
 
 // Locks returns, sorted by name and kind, the locks of every kind under
@@ -128,7 +128,7 @@ func (l *Locker) Locks(ctx context.Context) ([]LockInUse, error) {
 		if c := strings.Compare(a.Name, b.Name); c != 0 {
 			return c
 		}
-		return int(a.Kind) - int(b.Kind)
+		return int(a.Lock) - int(b.Lock)
 	})
 	return locks, nil
 }

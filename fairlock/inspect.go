@@ -9,7 +9,7 @@ import (
 // round trip.
 type State struct {
 	Name string
-	Kind LockKind // LockMutex, LockSemaphore or LockRWMutex
+	Lock LockKind // LockMutex, LockSemaphore or LockRWMutex
 	// Capacity is 1 for a mutex, MaxCapacity for a read-write lock, and a
 	// semaphore's capacity in use (0 while it is idle).
 	Capacity int
@@ -90,7 +90,7 @@ func parseSnapshot(reply any, kd *kind) (State, bool) {
 	if err != nil {
 		return State{}, false
 	}
-	st := State{Kind: kd.lock, Capacity: int(nums[0]), Fence: nums[1], Queued: int(nums[2])}
+	st := State{Lock: kd.lock, Capacity: int(nums[0]), Fence: nums[1], Queued: int(nums[2])}
 	if kd.capacity > 0 {
 		st.Capacity = kd.capacity
 	}

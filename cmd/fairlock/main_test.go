@@ -1001,7 +1001,7 @@ func TestReadOnlyACLRule(t *testing.T) {
 // Untrusted bytes (metadata, groups, tokens, names) are quoted, never
 // printed raw; waiters past those listed are counted.
 func TestPrintStateQuotesAndCounts(t *testing.T) {
-	st := fairlock.State{Name: "a\tb", Kind: fairlock.LockSemaphore, Capacity: 2, InUse: 1, Fence: 9, Queued: 5,
+	st := fairlock.State{Name: "a\tb", Lock: fairlock.LockSemaphore, Capacity: 2, InUse: 1, Fence: 9, Queued: 5,
 		Holders: []fairlock.Holder{{Token: "t:1", Permits: 1, Fence: 9, TTL: 1500 * time.Millisecond,
 			Metadata: "\x1b[2Jowned\n", Group: "g h"}},
 		Waiters: []fairlock.Waiter{{Token: "t\n2", Permits: 2, Position: 1, TTL: time.Second}}}

@@ -66,7 +66,7 @@ func releaseFlags(fs *flag.FlagSet) func(context.Context, *session, string) erro
 		if err != nil {
 			return err
 		}
-		res, err := l.ForceRelease(ctx, st.Kind, name, target)
+		res, err := l.ForceRelease(ctx, st.Lock, name, target)
 		if err != nil && !errors.Is(err, fairlock.ErrNotHeld) {
 			return err
 		}
@@ -76,7 +76,7 @@ func releaseFlags(fs *flag.FlagSet) func(context.Context, *session, string) erro
 		}
 		for _, t := range res.Ended {
 			if f, ok := fences[t]; ok {
-				fmt.Fprintf(s.stdout, "ended    %s (%s)\n", display(t), fenceOf(st.Kind, f))
+				fmt.Fprintf(s.stdout, "ended    %s (%s)\n", display(t), fenceOf(st.Lock, f))
 			} else {
 				fmt.Fprintf(s.stdout, "ended    %s\n", display(t))
 			}
@@ -86,9 +86,9 @@ func releaseFlags(fs *flag.FlagSet) func(context.Context, *session, string) erro
 		}
 		if err != nil { // ErrNotHeld: nothing ended
 			if target != "" {
-				return fmt.Errorf("%s no longer holds the %s %s (released, expired or ended meanwhile): nothing changed", display(target), st.Kind, display(name))
+				return fmt.Errorf("%s no longer holds the %s %s (released, expired or ended meanwhile): nothing changed", display(target), st.Lock, display(name))
 			}
-			return fmt.Errorf("the %s %s is no longer held (released, expired or ended meanwhile): nothing changed", st.Kind, display(name))
+			return fmt.Errorf("the %s %s is no longer held (released, expired or ended meanwhile): nothing changed", st.Lock, display(name))
 		}
 		if len(res.Granted) == 0 {
 			switch {
@@ -118,7 +118,7 @@ func choose(w io.Writer, states []fairlock.State, name string, only fairlock.Loc
 		for _, st := range states {
 			for _, wt := range st.Waiters {
 				if wt.Token == token {
-					return fairlock.State{}, nil, fmt.Errorf("%s waits for the %s %s but does not hold it: nothing to release", display(token), st.Kind, display(name))
+					return fairlock.State{}, nil, fmt.Errorf("%s waits for the %s %s but does not hold it: nothing to release", display(token), st.Lock, display(name))
 				}
 			}
 		}
@@ -140,7 +140,7 @@ func choose(w io.Writer, states []fairlock.State, name string, only fairlock.Loc
 	default:
 		var ks []string
 		for _, st := range held {
-			ks = append(ks, st.Kind.String())
+			ks = append(ks, st.Lock.String())
 		}
 		return fairlock.State{}, nil, fmt.Errorf("%w: %s is held as a %s, independent locks: pass -kind %s to say which",
 			errUsage, display(name), strings.Join(ks, " and as a "), strings.Join(ks, " or -kind "))
@@ -149,10 +149,10 @@ func choose(w io.Writer, states []fairlock.State, name string, only fairlock.Loc
 	if all || len(st.Holders) == 1 {
 		return st, st.Holders, nil
 	}
-	fmt.Fprintf(w, "%s %s: %d holders\n", st.Kind, display(st.Name), len(st.Holders))
+	fmt.Fprintf(w, "%s %s: %d holders\n", st.Lock, display(st.Name), len(st.Holders))
 	holderTable(w, columnsOf(st), st.Holders, "  ")
 	return fairlock.State{}, nil, fmt.Errorf("%w: the %s %s has %d holders: pass -token T to end one of them, or -all to end every one",
-		errUsage, st.Kind, display(name), len(st.Holders))
+		errUsage, st.Lock, display(name), len(st.Holders))
 }
 
 // what names a kind, or any kind.
@@ -167,11 +167,11 @@ func what(k fairlock.LockKind) string {
 func plan(w io.Writer, st fairlock.State, ending []fairlock.Holder) {
 	switch {
 	case len(st.Holders) == 1:
-		fmt.Fprintf(w, "ending   the %s %s's holder\n", st.Kind, display(st.Name))
+		fmt.Fprintf(w, "ending   the %s %s's holder\n", st.Lock, display(st.Name))
 	case len(ending) == len(st.Holders):
-		fmt.Fprintf(w, "ending   all %d holders of the %s %s\n", len(ending), st.Kind, display(st.Name))
+		fmt.Fprintf(w, "ending   all %d holders of the %s %s\n", len(ending), st.Lock, display(st.Name))
 	default:
-		fmt.Fprintf(w, "ending   %d of the %d holders of the %s %s\n", len(ending), len(st.Holders), st.Kind, display(st.Name))
+		fmt.Fprintf(w, "ending   %d of the %d holders of the %s %s\n", len(ending), len(st.Holders), st.Lock, display(st.Name))
 	}
 	holderTable(w, columnsOf(st), ending, "  ")
 	if len(st.Waiters) == 0 {
@@ -183,10 +183,10 @@ func plan(w io.Writer, st fairlock.State, ending []fairlock.Holder) {
 		return
 	}
 	first := st.Waiters[0]
-	if st.Kind == fairlock.LockMutex {
+	if st.Lock == fairlock.LockMutex {
 		fmt.Fprintf(w, "the lock passes to %s%s\n", display(first.Token), quoteMeta(first.Metadata))
 		return
 	}
 	fmt.Fprintf(w, "then the waiters that fit are granted, in queue order; %d waiting, first %s%s%s%s\n",
-		max(st.Queued, len(st.Waiters)), display(first.Token), request(st.Kind, first.Shared, first.Permits), group(first.Group, first.Weight), quoteMeta(first.Metadata))
+		max(st.Queued, len(st.Waiters)), display(first.Token), request(st.Lock, first.Shared, first.Permits), group(first.Group, first.Weight), quoteMeta(first.Metadata))
 }

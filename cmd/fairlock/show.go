@@ -213,7 +213,7 @@ func printView(w io.Writer, name string, show []fairlock.State, active bool) {
 //	    POS  TOKEN   PERMITS  EXPIRES IN  GROUP     METADATA
 //	    1    …
 func printState(w io.Writer, st fairlock.State) {
-	fmt.Fprintf(w, "%s %s\n  %s, last fence %d\n", st.Kind, display(st.Name), summary(st), st.Fence)
+	fmt.Fprintf(w, "%s %s\n  %s, last fence %d\n", st.Lock, display(st.Name), summary(st), st.Fence)
 	cols := columnsOf(st)
 	if len(st.Holders) == 0 {
 		fmt.Fprintf(w, "  holders  none\n")
@@ -251,7 +251,7 @@ func holderTable(w io.Writer, cols columns, holders []fairlock.Holder, indent st
 
 // summary says what of a lock is in use.
 func summary(st fairlock.State) string {
-	switch st.Kind {
+	switch st.Lock {
 	case fairlock.LockSemaphore:
 		if st.Capacity == 0 {
 			return "idle (the next Acquire sets the capacity)"
@@ -291,8 +291,8 @@ type columns struct {
 }
 
 func columnsOf(st fairlock.State) columns {
-	c := columns{kind: st.Kind, permits: st.Kind == fairlock.LockSemaphore, lock: st.Kind == fairlock.LockRWMutex,
-		group: st.Kind == fairlock.LockSemaphore, fence: st.Kind != fairlock.LockMutex}
+	c := columns{kind: st.Lock, permits: st.Lock == fairlock.LockSemaphore, lock: st.Lock == fairlock.LockRWMutex,
+		group: st.Lock == fairlock.LockSemaphore, fence: st.Lock != fairlock.LockMutex}
 	for _, h := range st.Holders {
 		c.group = c.group || h.Group != ""
 		c.priority = c.priority || h.Priority > 0
@@ -427,7 +427,7 @@ func listFlags(fs *flag.FlagSet) func(context.Context, *session, string) error {
 		// One Inspect a lock: an operator's tool may take the round trips.
 		states := make([]fairlock.State, 0, len(locks))
 		for _, lk := range locks {
-			st, err := l.Inspect(ctx, lk.Kind, lk.Name)
+			st, err := l.Inspect(ctx, lk.Lock, lk.Name)
 			if err != nil {
 				return err
 			}
@@ -446,7 +446,7 @@ func listFlags(fs *flag.FlagSet) func(context.Context, *session, string) error {
 		t := newTable(s.stdout, "")
 		t.row("KIND", "NAME", "HOLDERS", "WAITERS")
 		for _, st := range states {
-			t.row(st.Kind.String(), display(st.Name), strconv.Itoa(len(st.Holders)), strconv.Itoa(max(st.Queued, len(st.Waiters))))
+			t.row(st.Lock.String(), display(st.Name), strconv.Itoa(len(st.Holders)), strconv.Itoa(max(st.Queued, len(st.Waiters))))
 		}
 		t.flush()
 		return nil
@@ -510,14 +510,14 @@ func changes(prev, cur fairlock.State) []string {
 	for _, h := range cur.Holders {
 		now[h.Token] = true
 		if !held[h.Token] {
-			out = append(out, fmt.Sprintf("* %s: granted to %s%s, %s%s%s%s", cur.Kind, display(h.Token), request(cur.Kind, h.Shared, h.Permits),
-				fenceOf(cur.Kind, h.Fence), group(h.Group, h.Weight), priority(h.Priority), quoteMeta(h.Metadata)))
+			out = append(out, fmt.Sprintf("* %s: granted to %s%s, %s%s%s%s", cur.Lock, display(h.Token), request(cur.Lock, h.Shared, h.Permits),
+				fenceOf(cur.Lock, h.Fence), group(h.Group, h.Weight), priority(h.Priority), quoteMeta(h.Metadata)))
 		}
 	}
 	for _, h := range prev.Holders {
 		if !now[h.Token] {
-			out = append(out, fmt.Sprintf("- %s: %s ended (released, expired or forced)%s, %s", prev.Kind, display(h.Token),
-				request(prev.Kind, h.Shared, h.Permits), fenceOf(prev.Kind, h.Fence)))
+			out = append(out, fmt.Sprintf("- %s: %s ended (released, expired or forced)%s, %s", prev.Lock, display(h.Token),
+				request(prev.Lock, h.Shared, h.Permits), fenceOf(prev.Lock, h.Fence)))
 		}
 	}
 	waited := make(map[string]bool, len(prev.Waiters))
@@ -526,8 +526,8 @@ func changes(prev, cur fairlock.State) []string {
 	}
 	for _, w := range cur.Waiters {
 		if !waited[w.Token] && !held[w.Token] {
-			out = append(out, fmt.Sprintf("+ %s: %s queued at position %d%s%s%s%s", cur.Kind, display(w.Token), w.Position,
-				request(cur.Kind, w.Shared, w.Permits), group(w.Group, w.Weight), priority(w.Priority), quoteMeta(w.Metadata)))
+			out = append(out, fmt.Sprintf("+ %s: %s queued at position %d%s%s%s%s", cur.Lock, display(w.Token), w.Position,
+				request(cur.Lock, w.Shared, w.Permits), group(w.Group, w.Weight), priority(w.Priority), quoteMeta(w.Metadata)))
 		}
 	}
 	return out

@@ -98,7 +98,7 @@ func (h *Handler) serveLocks(w http.ResponseWriter, r *http.Request) {
 func (h *Handler) read(ctx context.Context, q query) pageJSON {
 	out := pageJSON{ReadAt: time.Now().UTC(), RefreshMs: h.refresh.Milliseconds(), ForceRelease: h.force,
 		Page: 1, Pages: 1, PerPage: q.perPage, Locks: []lockJSON{}}
-	locks := []fairlock.LockInUse{{Name: q.name, Kind: q.kind}}
+	locks := []fairlock.LockInUse{{Name: q.name, Lock: q.kind}}
 	if q.name == "" {
 		all, err := h.list.get(ctx, h.locker, h.refresh)
 		if err != nil {
@@ -140,7 +140,7 @@ func inspectAll(ctx context.Context, l *fairlock.Locker, locks []fairlock.LockIn
 		wg.Go(func() {
 			slots <- struct{}{}
 			defer func() { <-slots }()
-			states[i], errs[i] = l.Inspect(ctx, lk.Kind, lk.Name)
+			states[i], errs[i] = l.Inspect(ctx, lk.Lock, lk.Name)
 		})
 	}
 	wg.Wait()

@@ -49,14 +49,14 @@ type Waiter struct {
 // Of is st as JSON, with its first waiters waiters at most; its arrays are
 // empty, never nil, so that they are [] and not null.
 func Of(st fairlock.State, waiters int) Lock {
-	out := Lock{Name: st.Name, Kind: st.Kind.String(), Capacity: st.Capacity, InUse: st.InUse, Fence: st.Fence, Queued: st.Queued,
+	out := Lock{Name: st.Name, Kind: st.Lock.String(), Capacity: st.Capacity, InUse: st.InUse, Fence: st.Fence, Queued: st.Queued,
 		Holders: []Holder{}, Waiters: []Waiter{}}
 	for _, h := range st.Holders {
-		out.Holders = append(out.Holders, Holder{Token: h.Token, Lock: Asked(st.Kind, h.Shared), Permits: h.Permits, Fence: h.Fence,
+		out.Holders = append(out.Holders, Holder{Token: h.Token, Lock: Asked(st.Lock, h.Shared), Permits: h.Permits, Fence: h.Fence,
 			TTLMs: h.TTL.Milliseconds(), Metadata: h.Metadata, Group: h.Group, Weight: h.Weight, Priority: h.Priority})
 	}
 	for _, w := range st.Waiters[:min(max(waiters, 0), len(st.Waiters))] {
-		out.Waiters = append(out.Waiters, Waiter{Token: w.Token, Lock: Asked(st.Kind, w.Shared), Permits: w.Permits,
+		out.Waiters = append(out.Waiters, Waiter{Token: w.Token, Lock: Asked(st.Lock, w.Shared), Permits: w.Permits,
 			Position: w.Position, TTLMs: w.TTL.Milliseconds(), WaitedMs: w.Waited.Milliseconds(), Metadata: w.Metadata,
 			Group: w.Group, Weight: w.Weight, Priority: w.Priority})
 	}
