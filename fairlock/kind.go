@@ -84,3 +84,49 @@ func (k *kind) request(token string) (shared bool, permits int) {
 	}
 	return false, n
 }
+
+// KindInfo describes a kind of lock: what Inspect reports of its locks,
+// and what its requests take. Tools that show or count every kind (the
+// fairlock command, fairlocktest, contrib/otel) read it rather than name
+// each kind.
+type KindInfo struct {
+	Lock LockKind
+	// Capacity is the permits of every lock of the kind: 1 for a mutex,
+	// MaxCapacity for a read-write lock; 0 when each lock has its own (a
+	// semaphore's, which State.Capacity reports).
+	Capacity int
+	// Shared says that its requests may share a lock (a read-write lock's
+	// readers: Event.Shared, Holder.Shared); the others take all of
+	// Capacity.
+	Shared bool
+	// Groups says that its requests take WithGroup and WithGroupWeight;
+	// Priorities, that they take WithPriority.
+	Groups, Priorities bool
+	// HolderFences says that Inspect reports each holder's own fence in
+	// Holder.Fence; without it, Holder.Fence is the latest fence drawn,
+	// which is at least the holder's (a mutex's).
+	HolderFences bool
+}
+
+// Kinds describes every kind of lock, in the order tools show them:
+// LockMutex, LockSemaphore, LockRWMutex.
+func Kinds() []KindInfo {
+	out := make([]KindInfo, len(kinds))
+	for i, k := range kinds {
+		out[i] = k.info()
+	}
+	return out
+}
+
+// Info describes the kind k; ErrInvalid if k is none of Kinds.
+func (k LockKind) Info() (KindInfo, error) {
+	kd, err := kindOf(k)
+	if err != nil {
+		return KindInfo{}, err
+	}
+	return kd.info(), nil
+}
+
+func (k *kind) info() KindInfo {
+	return KindInfo{Lock: k.lock, Capacity: k.capacity, Shared: k.shared, Groups: k.groups, Priorities: k.priorities, HolderFences: k.holderSet}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -320,6 +321,26 @@ func TestSemaphoreCapacityMismatch(t *testing.T) {
 }
 
 // Bad arguments fail at once with ErrInvalid, and nothing reaches Redis.
+// Kinds describes the kinds of lock as their handles behave: the
+// capacity Inspect reports, the readers' sharing, the options taken, the
+// holders' own fences.
+func TestKindsDescribeEachKind(t *testing.T) {
+	want := []fairlock.KindInfo{
+		{Lock: fairlock.LockMutex, Capacity: 1, Priorities: true},
+		{Lock: fairlock.LockSemaphore, Groups: true, Priorities: true, HolderFences: true},
+		{Lock: fairlock.LockRWMutex, Capacity: fairlock.MaxCapacity, Shared: true, HolderFences: true},
+	}
+	// A test of this package may add a kind after them (newcomer_test.go).
+	if got := fairlock.Kinds(); len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
+		t.Errorf("Kinds() = %+v, want %+v first", got, want)
+	}
+	for _, kd := range want {
+		if got, err := kd.Lock.Info(); err != nil || got != kd {
+			t.Errorf("%v.Info() = %+v, %v", kd.Lock, got, err)
+		}
+	}
+}
+
 func TestKindsBadInput(t *testing.T) {
 	srv := redistest.Start(t)
 	client := srv.Client(t)

@@ -58,8 +58,8 @@ func TestBadInput(t *testing.T) {
 		if _, err := l.ForceRelease(ctx, k, "x", ""); !errors.Is(err, fairlock.ErrInvalid) {
 			t.Errorf("ForceRelease of kind %d: %v", k, err)
 		}
-		if k.String() != "unknown" {
-			t.Errorf("kind %d is called %q", k, k.String())
+		if _, err := k.Info(); k.String() != "unknown" || !errors.Is(err, fairlock.ErrInvalid) {
+			t.Errorf("kind %d is called %q, described with %v", k, k.String(), err)
 		}
 	}
 	s, err := l.Acquire(ctx, "x")

@@ -49,7 +49,7 @@ type command struct {
 
 var commands = map[string]command{
 	"inspect": {"[-kind K] [-json] NAME",
-		"each kind of lock called NAME that is in use (mutex, semaphore, rwmutex): its holders with permits,\n" +
+		"each kind of lock called NAME that is in use (" + kindNames(", ") + "): its holders with permits,\n" +
 			"      fence, lease left, group (with its weight if not 1), priority (if above 0) and metadata, then its waiters\n" +
 			"      in queue order", true, inspectFlags},
 	"list": {"[-json]", "every lock in use, of every kind, with its holders and waiters counted", false, listFlags},
@@ -199,8 +199,8 @@ func isTerminal(f any) bool {
 func usage(fs *flag.FlagSet) {
 	w := fs.Output()
 	fmt.Fprintf(w, "usage: fairlock [flags] COMMAND [command flags] [NAME]\n\n"+
-		"A NAME may be used by a mutex, a semaphore and a read-write lock at once; they are\n"+
-		"independent, and -kind mutex|semaphore|rwmutex picks one.\n\ncommands:\n")
+		"A NAME may be used by a lock of each kind at once; they are independent,\n"+
+		"and -kind %s picks one.\n\ncommands:\n", kindNames("|"))
 	for _, name := range order {
 		c := commands[name]
 		fmt.Fprintf(w, "  %s\n      %s\n", strings.TrimSpace(name+" "+c.usage), c.summary)

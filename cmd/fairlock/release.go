@@ -183,7 +183,7 @@ func plan(w io.Writer, st fairlock.State, ending []fairlock.Holder) {
 		return
 	}
 	first := st.Waiters[0]
-	if st.Lock == fairlock.LockMutex {
+	if kindOf(st.Lock).Capacity == 1 {
 		fmt.Fprintf(w, "the lock passes to %s%s\n", display(first.Token), quoteMeta(first.Metadata))
 		return
 	}

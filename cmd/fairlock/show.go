@@ -23,8 +23,29 @@ import (
 	"github.com/fairlock/fairlock/internal/lockjson"
 )
 
-// kinds are the kinds of lock a NAME may have, in the order they are shown.
-var kinds = []fairlock.LockKind{fairlock.LockMutex, fairlock.LockSemaphore, fairlock.LockRWMutex}
+// kindOf describes the kind k of a lock Inspect read, which is always one
+// of fairlock.Kinds; any other kind shows as "unknown", with no column of
+// its own.
+func kindOf(k fairlock.LockKind) fairlock.KindInfo {
+	info, err := k.Info()
+	if err != nil {
+		return fairlock.KindInfo{Lock: k}
+	}
+	return info
+}
+
+// counted tells whether the requests of a kind ask for a number of
+// permits (a semaphore's): its locks have more than one, not shared.
+func counted(kd fairlock.KindInfo) bool { return !kd.Shared && kd.Capacity != 1 }
+
+// kindNames lists the names of the kinds of lock, joined by sep.
+func kindNames(sep string) string {
+	var names []string
+	for _, kd := range fairlock.Kinds() {
+		names = append(names, kd.Lock.String())
+	}
+	return strings.Join(names, sep)
+}
 
 // kindFlag is -kind: 0 when not given.
 type kindFlag fairlock.LockKind
@@ -37,34 +58,34 @@ func (f *kindFlag) String() string {
 }
 
 func (f *kindFlag) Set(v string) error {
-	for _, k := range kinds {
-		if v == k.String() {
-			*f = kindFlag(k)
+	for _, kd := range fairlock.Kinds() {
+		if v == kd.Lock.String() {
+			*f = kindFlag(kd.Lock)
 			return nil
 		}
 	}
-	return errors.New("want mutex, semaphore or rwmutex")
+	return errors.New("want " + kindNames(", "))
 }
 
 func defineKind(fs *flag.FlagSet, what string) *kindFlag {
 	k := new(kindFlag)
-	fs.Var(k, "kind", what+"; `K` is mutex, semaphore or rwmutex")
+	fs.Var(k, "kind", what+"; `K` is one of "+kindNames(", "))
 	return k
 }
 
 // states reads the lock called name of kind only, or of every kind when
-// only is 0, in the order of kinds.
+// only is 0, in the order of fairlock.Kinds.
 func (s *session) states(ctx context.Context, name string, only fairlock.LockKind) ([]fairlock.State, error) {
 	l, err := s.locker(ctx)
 	if err != nil {
 		return nil, err
 	}
 	var out []fairlock.State
-	for _, k := range kinds {
-		if only != 0 && k != only {
+	for _, kd := range fairlock.Kinds() {
+		if only != 0 && kd.Lock != only {
 			continue
 		}
-		st, err := l.Inspect(ctx, k, name)
+		st, err := l.Inspect(ctx, kd.Lock, name)
 		if err != nil {
 			return nil, err
 		}
@@ -251,13 +272,12 @@ func holderTable(w io.Writer, cols columns, holders []fairlock.Holder, indent st
 
 // summary says what of a lock is in use.
 func summary(st fairlock.State) string {
-	switch st.Lock {
-	case fairlock.LockSemaphore:
-		if st.Capacity == 0 {
-			return "idle (the next Acquire sets the capacity)"
-		}
+	switch kd := kindOf(st.Lock); {
+	case kd.Capacity == 0 && st.Capacity == 0:
+		return "idle (the next Acquire sets the capacity)"
+	case counted(kd):
 		return fmt.Sprintf("%d of %d permits in use", st.InUse, st.Capacity)
-	case fairlock.LockRWMutex:
+	case kd.Shared:
 		readers := 0
 		for _, h := range st.Holders {
 			if !h.Shared {
@@ -280,19 +300,19 @@ func summary(st fairlock.State) string {
 }
 
 // columns says which columns a lock's holders and waiters show: permits
-// for a semaphore, read or write for a read-write lock, groups for a
-// semaphore or wherever one is set, priorities wherever one is above 0,
-// and each holder's fence but for a mutex, whose holder's is not known
-// (State's is the latest drawn, at least the holder's: the summary line
-// shows it).
+// for a kind whose requests count them (a semaphore), read or write for a
+// kind whose requests may share it (a read-write lock), groups for a kind
+// that takes them or wherever one is set, priorities wherever one is
+// above 0, and each holder's fence where Inspect knows it (a mutex's is
+// the latest drawn, at least the holder's: the summary line shows it).
 type columns struct {
 	kind                                  fairlock.LockKind
 	permits, lock, group, priority, fence bool
 }
 
 func columnsOf(st fairlock.State) columns {
-	c := columns{kind: st.Lock, permits: st.Lock == fairlock.LockSemaphore, lock: st.Lock == fairlock.LockRWMutex,
-		group: st.Lock == fairlock.LockSemaphore, fence: st.Lock != fairlock.LockMutex}
+	kd := kindOf(st.Lock)
+	c := columns{kind: st.Lock, permits: counted(kd), lock: kd.Shared, group: kd.Groups, fence: kd.HolderFences}
 	for _, h := range st.Holders {
 		c.group = c.group || h.Group != ""
 		c.priority = c.priority || h.Priority > 0
@@ -536,22 +556,22 @@ func changes(prev, cur fairlock.State) []string {
 // request says what a holder or waiter asks for, after a comma, if the
 // kind does not say it all.
 func request(k fairlock.LockKind, shared bool, permits int) string {
-	switch k {
-	case fairlock.LockSemaphore:
-		if permits == 1 {
-			return ", 1 permit"
-		}
+	switch kd := kindOf(k); {
+	case counted(kd) && permits == 1:
+		return ", 1 permit"
+	case counted(kd):
 		return fmt.Sprintf(", %d permits", permits)
-	case fairlock.LockRWMutex:
+	case kd.Shared:
 		return ", " + lockjson.Asked(k, shared)
 	}
 	return ""
 }
 
-// fenceOf shows a holder's fence as Inspect gives it: a mutex's is the
-// latest drawn, which its holder's is at most.
+// fenceOf shows a holder's fence as Inspect gives it: where it does not
+// know a holder's own (a mutex), the latest drawn, which the holder's is
+// at most.
 func fenceOf(k fairlock.LockKind, fence int64) string {
-	if k == fairlock.LockMutex {
+	if !kindOf(k).HolderFences {
 		return fmt.Sprintf("fence at most %d", fence)
 	}
 	return fmt.Sprintf("fence %d", fence)

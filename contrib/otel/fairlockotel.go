@@ -78,9 +78,12 @@ const (
 	// (fairlock.WithPriority) when it is above 0.
 	PriorityKey = attribute.Key("fairlock.priority")
 	// LockKindKey is the attribute of every instrument that says which
-	// primitive the event is about: "mutex", "semaphore", "read" or "write"
-	// (a read-write lock's reader or writer), "rwmutex" for a read-write
-	// lock's failed heartbeat, or "unknown".
+	// kind of lock the event is about: its name (fairlock.LockKind.String:
+	// "mutex", "semaphore"), but for a kind whose requests may share a
+	// lock (fairlock.KindInfo.Shared: the read-write lock), whose
+	// requests' events say "read" or "write", and whose failed heartbeats
+	// its name ("rwmutex"); "unknown" for a kind fairlock.Kinds does not
+	// list.
 	LockKindKey = attribute.Key("fairlock.lock.kind")
 )
 
@@ -152,11 +155,10 @@ type Metrics struct {
 	failures metric.Int64Counter
 
 	lockName, group func(string) string
-	// By lock kind (Event.Lock; 0 for any unknown one): the sets of events
-	// whose lock name and group map to no attribute, and the mapped
-	// labels -> *attrSets of the others.
-	unnamed [numKinds]*attrSets
-	named   [numKinds]sync.Map
+	// By kindOf's index: the sets of events whose lock name and group map
+	// to no attribute, and the mapped labels -> *attrSets of the others.
+	unnamed []*attrSets
+	named   []sync.Map
 }
 
 // labels are the mapped values of the optional attributes.
@@ -166,30 +168,51 @@ type labels struct {
 	priority    int
 }
 
-// kindNames are the values of LockKindKey, indexed by kindOf.
-var kindNames = [...]string{"unknown", "mutex", "semaphore", "read", "write", "rwmutex"}
+// kindNames are the values of LockKindKey, indexed by kindOf, and
+// kindSlots where each kind's are, by fairlock.LockKind: see labelKinds.
+var kindNames, kindSlots = labelKinds()
 
-const numKinds = len(kindNames)
+// The indexes in kindNames of one kind's values: its name, and its
+// requests' events' when they read or write; a zero one is "unknown"'s.
+type slots struct{ whole, read, write int }
 
-// kindOf is the index in kindNames of what e is about: a read-write lock's
-// reader or writer for its requests' events, the lock as a whole for a
-// failed heartbeat, which names no token.
-func kindOf(e fairlock.Event) int {
-	switch e.Lock {
-	case fairlock.LockMutex:
-		return 1
-	case fairlock.LockSemaphore:
-		return 2
-	case fairlock.LockRWMutex:
-		switch {
-		case e.Token == "":
-			return 5
-		case e.Shared:
-			return 3
+// labelKinds lists the values of LockKindKey: "unknown", then each of
+// fairlock.Kinds by its name, followed by "read" and "write" for a kind
+// whose requests may share a lock. A slice indexed by the kind, not a
+// map, keeps kindOf as cheap as a switch.
+func labelKinds() ([]string, []slots) {
+	names := []string{"unknown"}
+	var byKind []slots
+	for _, kd := range fairlock.Kinds() {
+		s := slots{len(names), len(names), len(names)}
+		names = append(names, kd.Lock.String())
+		if kd.Shared {
+			s.read, s.write = len(names), len(names)+1
+			names = append(names, "read", "write")
 		}
-		return 4
+		if k := int(kd.Lock); k >= len(byKind) {
+			byKind = append(byKind, make([]slots, k+1-len(byKind))...)
+		}
+		byKind[kd.Lock] = s
 	}
-	return 0
+	return names, byKind
+}
+
+// kindOf is the index in kindNames of what e is about: a reader or writer
+// for the requests' events of a kind whose requests may share a lock, the
+// kind as a whole for its failed heartbeats, which name no token.
+func kindOf(e fairlock.Event) int {
+	var s slots
+	if k := int(e.Lock); k >= 0 && k < len(kindSlots) {
+		s = kindSlots[k]
+	}
+	switch {
+	case e.Token == "":
+		return s.whole
+	case e.Shared:
+		return s.read
+	}
+	return s.write
 }
 
 // attrSets are the measurement options for one value of the lock-name
@@ -229,7 +252,7 @@ func New(opts ...Option) (*Metrics, error) {
 		c.provider = otel.GetMeterProvider()
 	}
 	meter := c.provider.Meter(ScopeName)
-	m := &Metrics{lockName: c.lockName, group: c.group}
+	m := &Metrics{lockName: c.lockName, group: c.group, unnamed: make([]*attrSets, len(kindNames)), named: make([]sync.Map, len(kindNames))}
 	for k := range m.unnamed {
 		m.unnamed[k] = newAttrSets([]attribute.KeyValue{LockKindKey.String(kindNames[k])})
 	}

@@ -85,7 +85,7 @@ func TestServerClose(t *testing.T) {
 }
 
 func ev(kind fairlock.EventKind, token string, fence int64) fairlock.Event {
-	return fairlock.Event{Kind: kind, Name: "n", Token: token, Fence: fence}
+	return fairlock.Event{Kind: kind, Name: "n", Lock: fairlock.LockMutex, Token: token, Fence: fence}
 }
 
 func TestCheckFIFO(t *testing.T) {
@@ -305,7 +305,7 @@ func TestKindsApart(t *testing.T) {
 		kev(fairlock.EventReleased, writer, "w1", 10, 1),
 		kev(fairlock.EventGranted, reader, "r1", 11, 1),
 		kev(fairlock.EventReleased, fairlock.LockMutex, "m1", 10, 1),
-		kev(fairlock.EventGranted, 0, "m2", 11, 1), // Lock unset: a mutex's
+		kev(fairlock.EventGranted, fairlock.LockMutex, "m2", 11, 1),
 	} {
 		r.Record(e)
 	}
@@ -321,6 +321,31 @@ func TestKindsApart(t *testing.T) {
 	}
 	if got := r.Granted("n"); len(got) != 5 {
 		t.Errorf("Granted lists every kind's grants: got %v", got)
+	}
+}
+
+// An event of a kind of lock fairlock does not have (an Event made by hand
+// without its Lock, or a value of no kind) is an error of every check of
+// its lock's name, not a mutex's event.
+func TestUnknownKindIsAnError(t *testing.T) {
+	for _, lock := range []fairlock.LockKind{0, 99} {
+		r := NewRecorder()
+		r.Record(kev(fairlock.EventGranted, fairlock.LockMutex, "m1", 1, 1))
+		r.Record(kev(fairlock.EventGranted, lock, "x1", 2, 1))
+		for check, err := range map[string]error{
+			"CheckFences":     r.CheckFences("n"),
+			"CheckFIFO":       r.CheckFIFO("n"),
+			"CheckGrantOrder": r.CheckGrantOrder("n", "m1"),
+			"CheckCapacity":   r.CheckCapacity("n", 2),
+			"CheckExclusive":  r.CheckExclusive("n"),
+		} {
+			if !errors.Is(err, fairlock.ErrInvalid) || !strings.Contains(err.Error(), "x1") {
+				t.Errorf("kind %d: %s = %v, want ErrInvalid naming x1", lock, check, err)
+			}
+		}
+		if err := r.CheckFences("other"); err != nil {
+			t.Errorf("kind %d: a check of another name: %v", lock, err)
+		}
 	}
 }
 

@@ -22,7 +22,9 @@ import (
 //
 // A mutex, a Semaphore and an RWMutex of the same name are independent
 // locks, each with its own queue and fences; the checks take a name and
-// look at each of them on its own, telling them apart by Event.Lock.
+// look at each of them on its own, telling them apart by Event.Lock. An
+// event whose Lock is none of fairlock.Kinds is an error of the checks
+// that take its name, never taken for another kind's.
 type Recorder struct {
 	mu       sync.Mutex
 	events   []fairlock.Event
@@ -107,7 +109,9 @@ func (r *Recorder) Filter(name string, kind fairlock.EventKind) []fairlock.Event
 // them (the holders of a Semaphore or RWMutex may report grants made
 // together in any order). Compare them with Lease.Token. If a mutex, a
 // Semaphore and an RWMutex share the name, the mutex's grants come first,
-// then the Semaphore's, then the RWMutex's.
+// then the Semaphore's, then the RWMutex's, as fairlock.Kinds lists them;
+// grants of a kind it does not list are left out, and the checks report
+// them.
 func (r *Recorder) Granted(name string) []string {
 	var out []string
 	for _, g := range r.groups(name) {
@@ -183,6 +187,9 @@ func (r *Recorder) CheckFIFO(name string) error {
 // CheckGrantOrder reports an error unless the grants of lock name, in
 // order, were to exactly these tokens.
 func (r *Recorder) CheckGrantOrder(name string, tokens ...string) error {
+	if errs := r.unknownKinds(name); len(errs) > 0 {
+		return errors.Join(errs...)
+	}
 	if got := r.Granted(name); !slices.Equal(got, tokens) {
 		return fmt.Errorf("fairlocktest: %q grant order:\n got  %v\n want %v", name, got, tokens)
 	}
@@ -226,10 +233,14 @@ func (r *Recorder) CheckCapacity(name string, capacity int) error {
 	if capacity < 1 {
 		return fmt.Errorf("fairlocktest: capacity %d of semaphore %q is below 1", capacity, name)
 	}
-	g := r.group(name, fairlock.LockSemaphore)
-	return g.overlap(int64(capacity), func(e fairlock.Event, permits int, holders, hint string) error {
-		return fmt.Errorf("fairlocktest: %s held %d permits at once, over its capacity %d, when %s took %d;\n holders %s%s",
-			g, permits, capacity, e.Token, e.Permits, holders, hint)
+	return r.each(name, func(g group) error {
+		if g.kind.Lock != fairlock.LockSemaphore {
+			return nil
+		}
+		return g.overlap(int64(capacity), func(e fairlock.Event, permits int, holders, hint string) error {
+			return fmt.Errorf("fairlocktest: %s held %d permits at once, over its capacity %d, when %s took %d;\n holders %s%s",
+				g, permits, capacity, e.Token, e.Permits, holders, hint)
+		})
 	})
 }
 
@@ -237,9 +248,13 @@ func (r *Recorder) CheckCapacity(name string, capacity int) error {
 // held it together with another holder, reader or writer. Leases count as
 // for CheckCapacity.
 func (r *Recorder) CheckExclusive(name string) error {
-	g := r.group(name, fairlock.LockRWMutex)
-	return g.overlap(fairlock.MaxCapacity, func(e fairlock.Event, _ int, holders, hint string) error {
-		return fmt.Errorf("fairlocktest: %s granted %s to %s while held by %s%s", g, request(e), e.Token, holders, hint)
+	return r.each(name, func(g group) error {
+		if g.kind.Lock != fairlock.LockRWMutex {
+			return nil
+		}
+		return g.overlap(fairlock.MaxCapacity, func(e fairlock.Event, _ int, holders, hint string) error {
+			return fmt.Errorf("fairlocktest: %s granted %s to %s while held by %s%s", g, request(e), e.Token, holders, hint)
+		})
 	})
 }
 
@@ -286,7 +301,7 @@ func (r *Recorder) AssertExclusive(t testing.TB, name string) {
 // A group is the events of one lock: a name and a kind of lock.
 type group struct {
 	name     string
-	lock     fairlock.LockKind // LockMutex, LockSemaphore or LockRWMutex
+	kind     fairlock.KindInfo
 	events   []fairlock.Event
 	released map[string]bool // leases Release was called on through the Recorder
 	// model is what the shared checks see of the lock: a request for each
@@ -297,41 +312,41 @@ type group struct {
 	named []fairlock.Event
 }
 
-// primitive is the lock an event is about: an Event without Lock set is
-// a mutex's.
-func primitive(k fairlock.LockKind) fairlock.LockKind {
-	if k == fairlock.LockSemaphore || k == fairlock.LockRWMutex {
-		return k
-	}
-	return fairlock.LockMutex
-}
-
 // request names what an event's request asks for: a reader or writer of
-// a read-write lock, or its kind.
+// a kind whose requests may share it (a read-write lock), or its kind.
 func request(e fairlock.Event) string {
 	switch {
-	case e.Lock != fairlock.LockRWMutex:
-		return primitive(e.Lock).String()
+	case !shares(e.Lock):
+		return e.Lock.String()
 	case e.Shared:
 		return "read"
 	}
 	return "write"
 }
 
-// group returns the events of the lock called name whose primitive is
-// lock's, and its model. Its capacity is what the Recorder knows (only
-// CheckCapacity is told a Semaphore's, so for CheckFences none of its
-// grants is exclusive), and no call is seen. A lease ends at its
-// EventReleased or EventLost, or where Release was called on it through
-// the Recorder, whichever came first.
-func (r *Recorder) group(name string, lock fairlock.LockKind) group {
+// shares tells whether the requests of kind k may share a lock.
+func shares(k fairlock.LockKind) bool {
+	kd, err := k.Info()
+	return err == nil && kd.Shared
+}
+
+// group returns the events of the lock of kind kd called name, and its
+// model. Its capacity is what the Recorder knows: the kind's, unless each
+// lock has its own (only CheckCapacity is told a Semaphore's, so for
+// CheckFences none of its grants is exclusive); no call is seen. A lease
+// ends at its EventReleased or EventLost, or where Release was called on
+// it through the Recorder, whichever came first.
+func (r *Recorder) group(name string, kd fairlock.KindInfo) group {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	g := group{name: name, lock: primitive(lock), released: map[string]bool{}}
-	g.model.Cap = map[fairlock.LockKind]int64{fairlock.LockMutex: 1, fairlock.LockSemaphore: history.Never, fairlock.LockRWMutex: fairlock.MaxCapacity}[g.lock]
+	g := group{name: name, kind: kd, released: map[string]bool{}}
+	g.model.Cap = int64(kd.Capacity)
+	if kd.Capacity == 0 {
+		g.model.Cap = history.Never
+	}
 	index := map[string]int{} // token -> request
 	for at, e := range r.events {
-		if e.Name != name || primitive(e.Lock) != g.lock {
+		if e.Name != name || e.Lock != kd.Lock {
 			continue
 		}
 		g.events = append(g.events, e)
@@ -360,8 +375,8 @@ func (r *Recorder) group(name string, lock fairlock.LockKind) group {
 	for i, e := range g.named {
 		q := &g.model.Reqs[i]
 		q.Permits = int64(max(e.Permits, 1)) // 0 in an Event made by hand
-		if e.Lock == fairlock.LockRWMutex && !e.Shared {
-			q.Permits = fairlock.MaxCapacity // a writer takes all
+		if kd.Shared && !e.Shared {
+			q.Permits = int64(kd.Capacity) // a writer takes all
 		}
 		if p, ok := r.releases[e.Token]; ok {
 			q.End, g.released[e.Token] = min(q.End, int64(p)), true
@@ -371,29 +386,46 @@ func (r *Recorder) group(name string, lock fairlock.LockKind) group {
 	return g
 }
 
-// groups returns the locks called name that have events: the mutex, the
-// Semaphore, the RWMutex, in that order.
+// groups returns the locks called name that have events, in the order of
+// fairlock.Kinds: the mutex, the Semaphore, the RWMutex.
 func (r *Recorder) groups(name string) []group {
 	var out []group
-	for _, k := range []fairlock.LockKind{fairlock.LockMutex, fairlock.LockSemaphore, fairlock.LockRWMutex} {
-		if g := r.group(name, k); len(g.events) > 0 {
+	for _, kd := range fairlock.Kinds() {
+		if g := r.group(name, kd); len(g.events) > 0 {
 			out = append(out, g)
 		}
 	}
 	return out
 }
 
-// each joins what check reports of each lock called name.
+// each joins what check reports of each lock called name, and an error
+// for each event of that name whose kind is none of fairlock.Kinds.
 func (r *Recorder) each(name string, check func(group) error) error {
-	var errs []error
+	errs := r.unknownKinds(name)
 	for _, g := range r.groups(name) {
 		errs = append(errs, check(g))
 	}
 	return errors.Join(errs...)
 }
 
+// unknownKinds reports the events of lock name whose kind is none of
+// fairlock.Kinds, once a kind.
+func (r *Recorder) unknownKinds(name string) []error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var errs []error
+	seen := map[fairlock.LockKind]bool{}
+	for _, e := range r.events {
+		if _, err := e.Lock.Info(); e.Name == name && err != nil && !seen[e.Lock] {
+			seen[e.Lock] = true
+			errs = append(errs, fmt.Errorf("fairlocktest: %s event of %s on %q: %w", e.Kind, e.Token, name, err))
+		}
+	}
+	return errs
+}
+
 // String names the lock in errors: "mutex \"jobs\"".
-func (g group) String() string { return fmt.Sprintf("%s %q", g.lock, g.name) }
+func (g group) String() string { return fmt.Sprintf("%s %q", g.kind.Lock, g.name) }
 
 // overlap reports, through fail, the first grant of g that took more than
 // capacity permits: its event, the permits held with it, and the holders

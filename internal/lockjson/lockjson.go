@@ -64,10 +64,11 @@ func Of(st fairlock.State, waiters int) Lock {
 }
 
 // Asked names what a holder or waiter of a lock of kind k asks for:
-// "read" or "write" on a read-write lock, else the kind.
+// "read" or "write" on a kind whose requests may share it (a read-write
+// lock), else the kind.
 func Asked(k fairlock.LockKind, shared bool) string {
-	switch {
-	case k != fairlock.LockRWMutex:
+	switch info, err := k.Info(); {
+	case err != nil || !info.Shared:
 		return k.String()
 	case shared:
 		return "read"
