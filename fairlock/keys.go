@@ -40,14 +40,6 @@ func unescapeName(s string) (name string, ok bool) {
 	return b.String(), true
 }
 
-// Key spaces: a mutex, a semaphore and a read-write lock of one name keep
-// their keys apart, so that they are independent of one another.
-const (
-	spaceMutex     = ""
-	spaceSemaphore = "sem:"
-	spaceRW        = "rw:"
-)
-
 // lockKeys returns the keys of the lock of kind k called name in the
 // order the scripts take them (scripts/lib/keys.lua): holders (kind.holdersKey),
 // queue, order, fence, meta and state, under the kind's key space. They

@@ -11,8 +11,9 @@ import (
 type kind struct {
 	lock LockKind // its value in Event, State and LockInUse
 	name string   // LockKind.String
-	// space is the key space of its locks (keys.go): the keys of locks of
-	// two kinds never meet, whatever their names.
+	// space is the key space of its locks (keys.go): what their keys have
+	// between the name and the key's own name, so that locks of one name
+	// and two kinds are independent of one another.
 	space   string
 	scripts *scriptSet // its holder store's scripts
 	// holderSet says how its holder store keeps its holders: as members
@@ -41,11 +42,11 @@ type kind struct {
 }
 
 var (
-	mutexKind = &kind{lock: LockMutex, name: "mutex", space: spaceMutex, scripts: mutexScripts,
+	mutexKind = &kind{lock: LockMutex, name: "mutex", space: "", scripts: mutexScripts,
 		capacity: 1, priorities: true, fast: true}
-	semaphoreKind = &kind{lock: LockSemaphore, name: "semaphore", space: spaceSemaphore, scripts: countedScripts,
+	semaphoreKind = &kind{lock: LockSemaphore, name: "semaphore", space: "sem:", scripts: countedScripts,
 		holderSet: true, groups: true, priorities: true}
-	rwKind = &kind{lock: LockRWMutex, name: "rwmutex", space: spaceRW, scripts: countedScripts,
+	rwKind = &kind{lock: LockRWMutex, name: "rwmutex", space: "rw:", scripts: countedScripts,
 		holderSet: true, capacity: MaxCapacity, shared: true}
 )
 
