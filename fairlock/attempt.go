@@ -46,9 +46,10 @@ func (l *Locker) acquire(ctx context.Context, req request, wait bool, opts []Acq
 // configure reads the call's options and checks them.
 func (a *attempt) configure(opts []AcquireOption) error {
 	for _, opt := range opts {
-		if opt != nil {
-			opt(&a.cfg)
+		if opt == nil {
+			return fmt.Errorf("%w: nil acquire option", ErrInvalid)
 		}
+		opt(&a.cfg)
 	}
 	kd := a.req.ref.kind
 	switch c := &a.cfg; {

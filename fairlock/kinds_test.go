@@ -371,6 +371,12 @@ func TestKindsBadInput(t *testing.T) {
 	if _, err := sem.Acquire(ctx, 1, fairlock.WithMetadata(strings.Repeat("m", fairlock.MaxMetadataLen+1))); !errors.Is(err, fairlock.ErrInvalid) {
 		t.Errorf("Acquire with metadata too long: %v, want ErrInvalid", err)
 	}
+	if _, err := sem.Acquire(ctx, 1, nil); !errors.Is(err, fairlock.ErrInvalid) {
+		t.Errorf("Acquire with a nil option: %v, want ErrInvalid", err)
+	}
+	if _, err := l.TryAcquire(ctx, "bad", fairlock.WithMetadata("m"), nil); !errors.Is(err, fairlock.ErrInvalid) {
+		t.Errorf("mutex TryAcquire with a nil option: %v, want ErrInvalid", err)
+	}
 	if n := counter.n.Load(); n != 0 {
 		t.Fatalf("bad input sent %d commands to Redis", n)
 	}

@@ -207,7 +207,8 @@ func checkTTL(what string, d time.Duration) error {
 	return nil
 }
 
-// An AcquireOption configures one Acquire or TryAcquire call.
+// An AcquireOption configures one Acquire or TryAcquire call. A nil one
+// is ErrInvalid, as a nil Option is New's.
 type AcquireOption func(*acquireConfig)
 
 type acquireConfig struct {
