@@ -32,7 +32,7 @@ func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Le
 	if err != nil && !isRedisError(err) {
 		// The answer was lost, maybe not the request: it took the lock, or
 		// it is withdrawn now.
-		fence, err = a.recover(ctx, w, modeFast, failed("acquire", w.ref.name, err))
+		fence, err = a.fateOf(ctx, w, modeFast, failed("acquire", w.ref.name, err))
 		switch {
 		case err == errSessionGone:
 			return nil, false, err
@@ -80,7 +80,7 @@ func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, er
 	reply, err := w.ref.kind.scripts.acquire.run(ctx, a.l.batch, args, once).Int64()
 	if err != nil && !isRedisError(err) {
 		// The answer was lost, maybe not the request.
-		if reply, err = a.recover(ctx, w, a.mode, err); err == nil && reply == 0 {
+		if reply, err = a.fateOf(ctx, w, a.mode, err); err == nil && reply == 0 {
 			a.l.books.withdrawn(w, open)
 			return 0, errWithdrawn
 		}
@@ -107,12 +107,12 @@ func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, er
 	return 0, a.fail(w, err, true)
 }
 
-// recover asks Redis what became of w's request, whose answer was lost
+// fateOf asks Redis what became of w's request, whose answer was lost
 // (cause): the fence of its grant, its place (< 0), or 0 if it had not
 // reached Redis, and then never will (recover.lua); errSessionGone if it
 // did, in a session Redis no longer has. If Redis cannot be asked either,
 // w is withdrawn for good in the background and the call ends with cause.
-func (a *attempt) recover(ctx context.Context, w *waiter, mode any, cause error) (int64, error) {
+func (a *attempt) fateOf(ctx context.Context, w *waiter, mode any, cause error) (int64, error) {
 	args := w.ref.call(w.tokenArg, mode, a.l.refs.leaseMs)
 	reply, err := w.ref.kind.scripts.recover.run(ctx, a.l.batch, args, retried).Int64()
 	switch {
