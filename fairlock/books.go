@@ -88,8 +88,8 @@ func (b *books) heldLeases() []*Lease {
 	defer b.mu.Unlock()
 	var leases []*Lease
 	for _, ll := range b.locks {
-		for s := range ll.leases {
-			leases = append(leases, s)
+		for lease := range ll.leases {
+			leases = append(leases, lease)
 		}
 	}
 	return leases
@@ -474,10 +474,10 @@ func (b *books) grantDeadline(w *waiter) (live bool, until time.Time) {
 
 // ---- leases ----
 
-// holdLease puts s, w's grant, on the books in place of w, unless the
+// holdLease puts lease, w's grant, on the books in place of w, unless the
 // Locker closed or w's session ended meanwhile; marked says whether Redis
 // may still mark the grant as not taken up.
-func (b *books) holdLease(s *Lease, w *waiter, marked bool) (closed, live bool) {
+func (b *books) holdLease(lease *Lease, w *waiter, marked bool) (closed, live bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	closed = b.closed
@@ -487,48 +487,48 @@ func (b *books) holdLease(s *Lease, w *waiter, marked bool) (closed, live bool) 
 	if marked {
 		// Its mark goes at the next renewal: taken up if it is held here,
 		// or cleared.
-		w.session.marks[s.token] = nil
+		w.session.marks[lease.token] = nil
 	}
 	if !closed && live {
 		ll := b.local(w.ref, w.req.capacity, w.req.limit)
 		if ll.leases == nil {
 			ll.leases = map[*Lease]struct{}{}
 		}
-		ll.leases[s] = struct{}{}
-		w.session.leases[s] = struct{}{}
+		ll.leases[lease] = struct{}{}
+		w.session.leases[lease] = struct{}{}
 		if marked {
-			w.session.marks[s.token] = s
+			w.session.marks[lease.token] = lease
 		}
 	}
 	return closed, live
 }
 
-// leaseEnded takes s off the books. If withdraw is set and its session
+// leaseEnded takes lease off the books. If withdraw is set and its session
 // lives, Redis may still hold it: it goes to the withdrawals to make.
-func (b *books) leaseEnded(s *Lease, withdraw bool) {
+func (b *books) leaseEnded(lease *Lease, withdraw bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if ll := b.lockOf(s.ref); ll != nil {
-		delete(ll.leases, s)
+	if ll := b.lockOf(lease.ref); ll != nil {
+		delete(ll.leases, lease)
 		b.dropIfIdle(ll)
 	}
-	delete(s.session.leases, s)
-	if s.marked.Load() && !s.session.waitLost {
-		s.session.marks[s.token] = nil // cleared at the next renewal
+	delete(lease.session.leases, lease)
+	if lease.marked.Load() && !lease.session.waitLost {
+		lease.session.marks[lease.token] = nil // cleared at the next renewal
 	}
-	if _, live := b.sessions[s.session]; withdraw && live {
-		b.pending[s.token] = &withdrawal{ref: s.ref, session: s.session, hasMeta: s.hasMeta}
+	if _, live := b.sessions[lease.session]; withdraw && live {
+		b.pending[lease.token] = &withdrawal{ref: lease.ref, session: lease.session, hasMeta: lease.hasMeta}
 	} else {
-		s.session.left() // a session Redis lost takes the token with it
+		lease.session.left() // a session Redis lost takes the token with it
 	}
 }
 
-// unmark records that Redis no longer marks s's grant as not taken up.
-func (b *books) unmark(s *Lease) {
+// unmark records that Redis no longer marks lease's grant as not taken up.
+func (b *books) unmark(lease *Lease) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	s.marked.Store(false)
-	delete(s.session.marks, s.token)
+	lease.marked.Store(false)
+	delete(lease.session.marks, lease.token)
 }
 
 // ---- withdrawals ----
@@ -588,9 +588,9 @@ func (b *books) heartbeatPlan(sharded bool) *heartbeatPlan {
 	marked := map[*session]bool{}
 	for _, ll := range b.locks {
 		var zmscore *leaseCheck
-		for s := range ll.leases {
-			if s.needsRenewal(now) {
-				p.renewals = append(p.renewals, &recordRenewal{lease: s})
+		for lease := range ll.leases {
+			if lease.needsRenewal(now) {
+				p.renewals = append(p.renewals, &recordRenewal{lease: lease})
 			}
 			switch {
 			case ll.ref.kind.holderSet:
@@ -598,15 +598,15 @@ func (b *books) heartbeatPlan(sharded bool) *heartbeatPlan {
 					zmscore = &leaseCheck{args: []any{"zmscore", ll.ref.args[0]}}
 					p.checks = append(p.checks, zmscore)
 				}
-				zmscore.leases, zmscore.args = append(zmscore.leases, s), append(zmscore.args, s.token)
+				zmscore.leases, zmscore.args = append(zmscore.leases, lease), append(zmscore.args, lease.token)
 			case sharded:
-				p.checks = append(p.checks, &leaseCheck{leases: []*Lease{s}, args: []any{"get", ll.ref.args[0]}})
+				p.checks = append(p.checks, &leaseCheck{leases: []*Lease{lease}, args: []any{"get", ll.ref.args[0]}})
 			default:
 				if mget == nil || len(mget.leases) == scripts.Batch {
 					mget = &leaseCheck{args: []any{"mget"}}
 					p.checks = append(p.checks, mget)
 				}
-				mget.leases, mget.args = append(mget.leases, s), append(mget.args, ll.ref.args[0])
+				mget.leases, mget.args = append(mget.leases, lease), append(mget.args, ll.ref.args[0])
 			}
 		}
 		if len(ll.waiters) > 0 {

@@ -50,45 +50,45 @@ func (a *attempt) accept(ctx context.Context, w *waiter, fence int64) (*Lease, e
 // queued says whether the token had been reported by EventEnqueued, marked
 // whether the grant was made on w's behalf and not taken up yet.
 func (l *Locker) grant(ctx context.Context, w *waiter, fence int64, queued, marked bool) (*Lease, error) {
-	s, closed, live := l.newLease(w, fence, queued, marked)
+	lease, closed, live := l.newLease(w, fence, queued, marked)
 	// A grant given up here ends as EventCancelled; the lease, never handed
 	// out, reports no end of its own (see Lease.end).
 	switch {
 	case closed:
-		return nil, l.giveUp(ctx, s, w, queued, ErrClosed)
+		return nil, l.giveUp(ctx, lease, w, queued, ErrClosed)
 	case !live:
 		// Its session ended, or outlived its local deadline, meanwhile:
 		// nobody here counts the grant as held, and Redis may hold it for
 		// as long as requests whose answers never came renew the session.
 		// It goes back at once, and the call queues again.
-		return nil, l.giveUp(ctx, s, w, queued, ErrPlaceLost)
+		return nil, l.giveUp(ctx, lease, w, queued, ErrPlaceLost)
 	}
 	if l.cfg.replicas > 0 {
-		if err := l.awaitReplicas(ctx, s); err != nil {
-			return nil, l.giveUp(ctx, s, w, queued, ctxError(ctx, failed("acquire", w.ref.name, err)))
+		if err := l.awaitReplicas(ctx, lease); err != nil {
+			return nil, l.giveUp(ctx, lease, w, queued, ctxError(ctx, failed("acquire", w.ref.name, err)))
 		}
 	}
-	s.mu.Lock()
-	s.granted = time.Now()
-	lost := s.err != nil
-	s.mu.Unlock()
+	lease.mu.Lock()
+	lease.granted = time.Now()
+	lost := lease.err != nil
+	lease.mu.Unlock()
 	e := w.event(EventGranted)
 	e.Fence, e.Wait, e.Queued = fence, time.Since(w.start), queued
 	l.cfg.observe(e)
 	if lost {
 		// It ended before it was handed out, and Lease.end did not report
 		// that: report it now, so every grant has an end.
-		e := s.event(EventLost)
+		e := lease.event(EventLost)
 		e.Fence, e.Err = fence, ErrLost
 		l.cfg.observe(e)
 	}
-	return s, nil
+	return lease, nil
 }
 
 // newLease turns w into a Lease and puts it on the books, unless the
 // Locker closed or w's session ended meanwhile.
-func (l *Locker) newLease(w *waiter, fence int64, queued, marked bool) (s *Lease, closed, live bool) {
-	s = &Lease{
+func (l *Locker) newLease(w *waiter, fence int64, queued, marked bool) (lease *Lease, closed, live bool) {
+	lease = &Lease{
 		locker:   l,
 		ref:      w.ref,
 		session:  w.session,
@@ -102,22 +102,22 @@ func (l *Locker) newLease(w *waiter, fence int64, queued, marked bool) (s *Lease
 		hasMeta:  w.meta != "",
 		queued:   queued,
 	}
-	s.marked.Store(marked)
+	lease.marked.Store(marked)
 	until := l.books.recordEnd(w)
-	closed, live = l.books.holdLease(s, w, marked)
-	s.mu.Lock()
-	s.setRecordUntil(until)
-	s.renewAt = time.Now().Add(l.cfg.keepTTL() / 3)
-	s.mu.Unlock()
-	return s, closed, live
+	closed, live = l.books.holdLease(lease, w, marked)
+	lease.mu.Lock()
+	lease.setRecordUntil(until)
+	lease.renewAt = time.Now().Add(l.cfg.keepTTL() / 3)
+	lease.mu.Unlock()
+	return lease, closed, live
 }
 
 // giveUp releases a grant that Acquire does not hand out, waiting for that
 // at most a heartbeat, and reports the call's end with err.
-func (l *Locker) giveUp(ctx context.Context, s *Lease, w *waiter, queued bool, err error) error {
+func (l *Locker) giveUp(ctx context.Context, lease *Lease, w *waiter, queued bool, err error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.heartbeat())
 	defer cancel()
-	s.Release(ctx) //nolint:errcheck // best effort: the Locker retries a release Redis did not answer
+	lease.Release(ctx) //nolint:errcheck // best effort: the Locker retries a release Redis did not answer
 	e := w.event(EventCancelled)
 	e.Wait, e.Queued, e.Err = time.Since(w.start), queued, err
 	l.cfg.observe(e)

@@ -180,9 +180,9 @@ func (c *leaseCheck) apply() error {
 	if err != nil {
 		return err
 	}
-	for i, s := range c.leases {
-		if held := vals[i] != nil && (s.ref.kind.holderSet || vals[i] == s.token); !held {
-			s.vanished()
+	for i, lease := range c.leases {
+		if held := vals[i] != nil && (lease.ref.kind.holderSet || vals[i] == lease.token); !held {
+			lease.vanished()
 		}
 	}
 	return nil
@@ -225,9 +225,9 @@ func (l *Locker) runHeartbeats(ctx context.Context, p *heartbeatPlan) error {
 			cmds = append(cmds, m.cmd)
 		}
 		for _, r := range p.renewals {
-			s := r.lease
-			args := s.ref.call(s.token, recordMs, flag(s.hasMeta), noArg)
-			args[0], args[1] = "evalsha", s.ref.kind.scripts.extend.sha
+			lease := r.lease
+			args := lease.ref.call(lease.token, recordMs, flag(lease.hasMeta), noArg)
+			args[0], args[1] = "evalsha", lease.ref.kind.scripts.extend.sha
 			r.cmd = redis.NewCmd(ctx, args...)
 			cmds = append(cmds, r.cmd)
 		}

@@ -47,18 +47,18 @@ type Lease struct {
 	ended       time.Time     // when it ended here, for Event.Held
 }
 
-// event starts an Event about s.
-func (s *Lease) event(kind EventKind) Event {
-	return Event{Kind: kind, Name: s.ref.name, Lock: s.ref.kind.lock, Shared: s.shared, Permits: s.permits, Group: s.group, Weight: groupWeight(s.group, s.weight), Priority: tokenPriority(s.token), Token: s.token}
+// event starts an Event about ls.
+func (ls *Lease) event(kind EventKind) Event {
+	return Event{Kind: kind, Name: ls.ref.name, Lock: ls.ref.kind.lock, Shared: ls.shared, Permits: ls.permits, Group: ls.group, Weight: groupWeight(ls.group, ls.weight), Priority: tokenPriority(ls.token), Token: ls.token}
 }
 
 // Name is the lock's name.
-func (s *Lease) Name() string { return s.ref.name }
+func (ls *Lease) Name() string { return ls.ref.name }
 
 // Token identifies this grant: the value of a mutex's lock key in Redis, or
 // the holder's member in a semaphore's or read-write lock's set of holders
 // (followed by "#" and the permits it holds, when more than one).
-func (s *Lease) Token() string { return s.token }
+func (ls *Lease) Token() string { return ls.token }
 
 // Fence is this grant's fencing token. Fences of one lock name strictly
 // increase over all grants, even across expiry of every key, a Redis that
@@ -69,19 +69,19 @@ func (s *Lease) Token() string { return s.token }
 // does not go back across the loss.
 // Pass it to the storage the lock guards, and have the storage reject
 // writes with a fence older than the newest it has seen.
-func (s *Lease) Fence() int64 { return s.fence }
+func (ls *Lease) Fence() int64 { return ls.fence }
 
 // Done is closed when the lease ends, for any reason.
-func (s *Lease) Done() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.done == nil {
-		if s.err != nil {
+func (ls *Lease) Done() <-chan struct{} {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if ls.done == nil {
+		if ls.err != nil {
 			return closedChan
 		}
-		s.done = make(chan struct{})
+		ls.done = make(chan struct{})
 	}
-	return s.done
+	return ls.done
 }
 
 // closedChan is the Done of a lease that ended before anyone asked.
@@ -95,24 +95,24 @@ var closedChan = func() chan struct{} {
 // ErrLost if it was lost. It is exact when asked: a lease whose local
 // deadline passed is lost here, even if the timer that ends it (and closes
 // Done) runs late on a loaded machine.
-func (s *Lease) Err() error {
-	s.mu.Lock()
-	err, recordEnd := s.err, time.Time{}
-	if s.expiry != nil {
-		recordEnd = s.recordUntil.Add(-s.locker.cfg.margin())
+func (ls *Lease) Err() error {
+	ls.mu.Lock()
+	err, recordEnd := ls.err, time.Time{}
+	if ls.expiry != nil {
+		recordEnd = ls.recordUntil.Add(-ls.locker.cfg.margin())
 	}
-	s.mu.Unlock()
+	ls.mu.Unlock()
 	if err != nil {
 		return err
 	}
 	now := time.Now()
 	if !recordEnd.IsZero() && now.After(recordEnd) {
-		s.lose()
+		ls.lose()
 	}
-	s.locker.endIfOverdue(s.session, s.marked.Load(), now)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.err
+	ls.locker.endIfOverdue(ls.session, ls.marked.Load(), now)
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	return ls.err
 }
 
 // Release frees the lock, or all of the lease's permits, and grants the
@@ -127,16 +127,16 @@ func (s *Lease) Err() error {
 // the channel pattern), the hand-off is written all the same, and the next
 // waiter learns of its grant at its next heartbeat. Release then returns
 // an error that says so and matches ErrReleased, as well as Redis's error.
-func (s *Lease) Release(ctx context.Context) error {
-	s.mu.Lock()
-	ended := s.err != nil || s.releasing
-	s.releasing = true
-	s.mu.Unlock()
+func (ls *Lease) Release(ctx context.Context) error {
+	ls.mu.Lock()
+	ended := ls.err != nil || ls.releasing
+	ls.releasing = true
+	ls.mu.Unlock()
 	if ended {
 		return ErrNotHeld
 	}
-	marked := s.marked.Load()
-	n, err := s.release(ctx, marked)
+	marked := ls.marked.Load()
+	n, err := ls.release(ctx, marked)
 	if err != nil && !isRedisError(err) && ctx.Err() == nil {
 		// The release may have run: a second one that finds nothing to
 		// release is this one's success. The first then counted itself in
@@ -147,31 +147,31 @@ func (s *Lease) Release(ctx context.Context) error {
 		// the next renewal takes the count for a rollback and gives the
 		// session up: its other leases are lost too, which is safe, in a
 		// case that needs both an operator's release and a lost reply.
-		if n, err = s.release(ctx, marked); err == nil && n == 0 {
-			s.session.counted.Add(1)
+		if n, err = ls.release(ctx, marked); err == nil && n == 0 {
+			ls.session.counted.Add(1)
 		}
 		if err == nil {
 			n = 1
 		}
 	}
 	if err == nil || notifyRefused(err) {
-		s.unmark() // the script dropped the mark
+		ls.unmark() // the script dropped the mark
 	}
 	switch {
 	case err != nil && notifyRefused(err):
-		s.end(ErrReleased, false)
+		ls.end(ErrReleased, false)
 		return fmt.Errorf("fairlock: release %s: the lock was handed to the next waiter, but Redis refused to notify it, so it learns of its grant at its next heartbeat (does the ACL rule lack the channel pattern?): %w; %w",
-			quoteName(s.ref.name), err, ErrReleased)
+			quoteName(ls.ref.name), err, ErrReleased)
 	case err != nil:
 		// It may not have run (a lost connection, TRYAGAIN during a slot
 		// migration): the heartbeat tries again until Redis answers.
-		s.end(ErrReleased, true)
-		return failed("release", s.ref.name, err)
+		ls.end(ErrReleased, true)
+		return failed("release", ls.ref.name, err)
 	case n == 0:
-		s.end(ErrLost, false)
+		ls.end(ErrLost, false)
 		return ErrNotHeld
 	}
-	s.end(ErrReleased, false)
+	ls.end(ErrReleased, false)
 	return nil
 }
 
@@ -185,23 +185,23 @@ func (s *Lease) Release(ctx context.Context) error {
 // transfer and Lua strings cost an uncontended cycle more than the
 // release's commands (docs/design.md). When it finds waiters after all,
 // release.lua hands the lock on, a round trip later.
-func (s *Lease) release(ctx context.Context, marked bool) (n int, err error) {
+func (ls *Lease) release(ctx context.Context, marked bool) (n int, err error) {
 	defer func() {
 		if n == 1 {
-			s.session.counted.Add(1)
+			ls.session.counted.Add(1)
 		}
 	}()
-	ref := s.ref
-	if ref.kind.fast && !s.queued && !s.hasMeta && !marked && time.Now().UnixNano() > ref.busyUntil.Load() {
+	ref := ls.ref
+	if ref.kind.fast && !ls.queued && !ls.hasMeta && !marked && time.Now().UnixNano() > ref.busyUntil.Load() {
 		// The holders key, the order set and the session's key, boxed once.
-		args := []any{nil, nil, 3, ref.args[0], ref.args[2], s.session.keys[0], s.tokenArg}
-		n, err := releaseFast.run(ctx, s.locker.batch, args, once).Int()
+		args := []any{nil, nil, 3, ref.args[0], ref.args[2], ls.session.keys[0], ls.tokenArg}
+		n, err := releaseFast.run(ctx, ls.locker.batch, args, once).Int()
 		if err != nil || n >= 0 {
 			return n, err
 		}
-		ref.markBusy(s.locker.cfg.heartbeat())
+		ref.markBusy(ls.locker.cfg.heartbeat())
 	}
-	return ref.kind.scripts.release.run(ctx, s.locker.batch, ref.call(s.tokenArg, flag(s.hasMeta), flag(marked)), once).Int()
+	return ref.kind.scripts.release.run(ctx, ls.locker.batch, ref.call(ls.tokenArg, flag(ls.hasMeta), flag(marked)), once).Int()
 }
 
 // Extend makes the lease live at least ttl more in Redis, counted from the
@@ -209,47 +209,47 @@ func (s *Lease) release(ctx context.Context, marked bool) (n int, err error) {
 // cannot cut a later one short. With auto-renew on, leases are long
 // already; with it off, Extend is how a holder keeps its lease. It returns
 // ErrNotHeld, changing nothing, if the lease was lost.
-func (s *Lease) Extend(ctx context.Context, ttl time.Duration) error {
+func (ls *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := checkTTL("extension", ttl); err != nil {
 		return err
 	}
-	if s.Err() != nil {
+	if ls.Err() != nil {
 		return ErrNotHeld
 	}
 	sent := time.Now()
-	held, err := s.ref.kind.scripts.extend.run(ctx, s.locker.batch, s.ref.call(s.token, ttl.Milliseconds(), flag(s.hasMeta), noArg), retried).Int()
+	held, err := ls.ref.kind.scripts.extend.run(ctx, ls.locker.batch, ls.ref.call(ls.token, ttl.Milliseconds(), flag(ls.hasMeta), noArg), retried).Int()
 	if err != nil {
-		return failed("extend", s.ref.name, err)
+		return failed("extend", ls.ref.name, err)
 	}
 	if held == 0 {
-		s.end(ErrLost, false)
+		ls.end(ErrLost, false)
 		return ErrNotHeld
 	}
-	s.mu.Lock()
-	s.setRecordUntil(sent.Add(ttl))
-	s.mu.Unlock()
+	ls.mu.Lock()
+	ls.setRecordUntil(sent.Add(ttl))
+	ls.mu.Unlock()
 	return nil
 }
 
 // renewed records a heartbeat that renewed the lease's record.
-func (s *Lease) renewed(sent time.Time) {
-	s.mu.Lock()
-	s.setRecordUntil(sent.Add(s.locker.cfg.recordTTL()))
-	s.renewAt = sent.Add(s.locker.cfg.keepTTL() / 3)
-	s.mu.Unlock()
-	s.locker.cfg.observe(s.event(EventRenewed))
+func (ls *Lease) renewed(sent time.Time) {
+	ls.mu.Lock()
+	ls.setRecordUntil(sent.Add(ls.locker.cfg.recordTTL()))
+	ls.renewAt = sent.Add(ls.locker.cfg.keepTTL() / 3)
+	ls.mu.Unlock()
+	ls.locker.cfg.observe(ls.event(EventRenewed))
 }
 
 // needsRenewal tells whether the heartbeat should renew the record now.
 // From then on a timer watches the record's end: renewals of the record
 // may fail while those of the session go through (a Redis at full memory
 // refused them once), and the lease must end before Redis drops it.
-func (s *Lease) needsRenewal(now time.Time) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	due := s.err == nil && !s.releasing && s.locker.cfg.autoRenew && !now.Before(s.renewAt)
-	if due && s.expiry == nil {
-		s.watchRecord()
+func (ls *Lease) needsRenewal(now time.Time) bool {
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	due := ls.err == nil && !ls.releasing && ls.locker.cfg.autoRenew && !now.Before(ls.renewAt)
+	if due && ls.expiry == nil {
+		ls.watchRecord()
 	}
 	return due
 }
@@ -258,12 +258,12 @@ func (s *Lease) needsRenewal(now time.Time) bool {
 // found gone is the release's own doing. Redis may hold it still (its
 // local deadline came first, or a renewal took up a grant that had died
 // meanwhile): while its session lives, the Locker withdraws it.
-func (s *Lease) lose() {
-	s.mu.Lock()
-	releasing := s.releasing
-	s.mu.Unlock()
+func (ls *Lease) lose() {
+	ls.mu.Lock()
+	releasing := ls.releasing
+	ls.mu.Unlock()
 	if !releasing {
-		s.end(ErrLost, true)
+		ls.end(ErrLost, true)
 	}
 }
 
@@ -273,12 +273,12 @@ func (s *Lease) lose() {
 // if Redis rolls back to a state that still has the record (an operator's
 // ForceRelease lost in a failover), the next renewal finds the loss and
 // gives the session up, rather than leave the record a holder nobody has.
-func (s *Lease) vanished() {
-	s.mu.Lock()
-	releasing := s.releasing
-	s.mu.Unlock()
+func (ls *Lease) vanished() {
+	ls.mu.Lock()
+	releasing := ls.releasing
+	ls.mu.Unlock()
 	if !releasing {
-		s.end(ErrLost, true)
+		ls.end(ErrLost, true)
 	}
 }
 
@@ -287,50 +287,50 @@ func (s *Lease) vanished() {
 // before: a heartbeat stuck on a slow reply cannot delay that. A record
 // that ends before the session could (auto-renew off) is watched at once;
 // a long one (auto-renew) from when its renewal is due (needsRenewal),
-// which leaves two thirds of its TTL to spare. s.mu is held.
-func (s *Lease) setRecordUntil(d time.Time) {
-	if !d.After(s.recordUntil) {
+// which leaves two thirds of its TTL to spare. ls.mu is held.
+func (ls *Lease) setRecordUntil(d time.Time) {
+	if !d.After(ls.recordUntil) {
 		return
 	}
-	s.recordUntil = d
-	if s.expiry != nil || time.Until(d) < s.locker.cfg.leaseTTL {
-		s.watchRecord()
+	ls.recordUntil = d
+	if ls.expiry != nil || time.Until(d) < ls.locker.cfg.leaseTTL {
+		ls.watchRecord()
 	}
 }
 
 // watchRecord ends the lease a margin before its record's local end.
-// s.mu is held.
-func (s *Lease) watchRecord() {
-	s.expiry = resetTimer(s.expiry, s.recordUntil.Add(-s.locker.cfg.margin()), s.lose)
+// ls.mu is held.
+func (ls *Lease) watchRecord() {
+	ls.expiry = resetTimer(ls.expiry, ls.recordUntil.Add(-ls.locker.cfg.margin()), ls.lose)
 }
 
 // unmark records that Redis no longer marks the grant as not taken up.
-func (s *Lease) unmark() {
-	if s.marked.Load() {
-		s.locker.books.unmark(s)
+func (ls *Lease) unmark() {
+	if ls.marked.Load() {
+		ls.locker.books.unmark(ls)
 	}
 }
 
 // end closes the lease once, with err as its reason. If withdraw is set,
 // Redis may still hold it: the Locker frees it once Redis answers.
-func (s *Lease) end(err error, withdraw bool) {
-	s.mu.Lock()
-	if s.err != nil {
-		s.mu.Unlock()
+func (ls *Lease) end(err error, withdraw bool) {
+	ls.mu.Lock()
+	if ls.err != nil {
+		ls.mu.Unlock()
 		return
 	}
-	s.err, s.ended = err, time.Now()
-	granted, ended := s.granted, s.ended
-	if s.done != nil {
-		close(s.done)
+	ls.err, ls.ended = err, time.Now()
+	granted, ended := ls.granted, ls.ended
+	if ls.done != nil {
+		close(ls.done)
 	}
-	if s.expiry != nil {
-		s.expiry.Stop()
+	if ls.expiry != nil {
+		ls.expiry.Stop()
 	}
-	s.mu.Unlock()
+	ls.mu.Unlock()
 
-	l := s.locker
-	l.books.leaseEnded(s, withdraw)
+	l := ls.locker
+	l.books.leaseEnded(ls, withdraw)
 	if granted.IsZero() {
 		return // Acquire gave it up before handing it out, and reports that itself
 	}
@@ -338,8 +338,8 @@ func (s *Lease) end(err error, withdraw bool) {
 	if err == ErrLost {
 		kind = EventLost
 	}
-	e := s.event(kind)
-	e.Fence, e.Held, e.Err = s.fence, ended.Sub(granted), err
+	e := ls.event(kind)
+	e.Fence, e.Held, e.Err = ls.fence, ended.Sub(granted), err
 	l.cfg.observe(e)
 }
 

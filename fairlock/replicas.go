@@ -29,35 +29,35 @@ func WithReplicaAck(n int, timeout time.Duration) Option {
 // and waits for its replicas. WAIT only covers the writes of its own
 // connection, so the confirmation, a write ordered after the grant in the
 // replication stream, goes on the same connection first.
-func (l *Locker) awaitReplicas(ctx context.Context, s *Lease) error {
+func (l *Locker) awaitReplicas(ctx context.Context, lease *Lease) error {
 	var node *redis.Client
 	var err error
 	switch c := l.client.(type) {
 	case *redis.ClusterClient:
-		node, err = c.MasterForKey(ctx, s.ref.keys[0])
+		node, err = c.MasterForKey(ctx, lease.ref.keys[0])
 	case *redis.Client:
 		node = c
 	default:
 		err = fmt.Errorf("%w: WithReplicaAck needs a *redis.Client or *redis.ClusterClient, not %T", ErrInvalid, l.client)
 	}
 	if err == nil {
-		err = l.confirmOn(ctx, node.Conn(), s)
+		err = l.confirmOn(ctx, node.Conn(), lease)
 	}
 	return err
 }
 
-func (l *Locker) confirmOn(ctx context.Context, conn *redis.Conn, s *Lease) error {
+func (l *Locker) confirmOn(ctx context.Context, conn *redis.Conn, lease *Lease) error {
 	defer conn.Close()
 	sent := time.Now()
-	held, err := s.ref.kind.scripts.extend.run(ctx, conn, s.ref.call(s.token, l.cfg.recordTTL().Milliseconds(), flag(s.hasMeta), noArg), retried).Int()
+	held, err := lease.ref.kind.scripts.extend.run(ctx, conn, lease.ref.call(lease.token, l.cfg.recordTTL().Milliseconds(), flag(lease.hasMeta), noArg), retried).Int()
 	if err != nil {
 		return err
 	}
 	if held == 0 {
-		s.lose()
+		lease.lose()
 		return ErrLost
 	}
-	s.renewed(sent)
+	lease.renewed(sent)
 	acked, err := conn.Wait(ctx, l.cfg.replicas, l.cfg.replicaTimeout).Result()
 	if err != nil {
 		return err

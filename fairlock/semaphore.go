@@ -56,27 +56,27 @@ func (l *Locker) Semaphore(name string, capacity int, opts ...SemaphoreOption) (
 			return nil, err
 		}
 	}
-	s := &Semaphore{locker: l, ref: l.refs.get(semaphoreKind, name), capacity: capacity, limit: cfg.groupLimit}
-	s.args = [2]any{int64(capacity), int64(cfg.groupLimit)}
-	return s, nil
+	sem := &Semaphore{locker: l, ref: l.refs.get(semaphoreKind, name), capacity: capacity, limit: cfg.groupLimit}
+	sem.args = [2]any{int64(capacity), int64(cfg.groupLimit)}
+	return sem, nil
 }
 
 // Name is the semaphore's name.
-func (s *Semaphore) Name() string { return s.ref.name }
+func (sem *Semaphore) Name() string { return sem.ref.name }
 
 // Capacity is the number of permits the semaphore was made with.
-func (s *Semaphore) Capacity() int { return s.capacity }
+func (sem *Semaphore) Capacity() int { return sem.capacity }
 
 // request asks for n permits, after checking n.
-func (s *Semaphore) request(n int) (request, error) {
-	if n < 1 || n > s.capacity || (s.limit > 0 && n > s.limit) {
-		bound := s.capacity
-		if s.limit > 0 {
-			bound = min(bound, s.limit)
+func (sem *Semaphore) request(n int) (request, error) {
+	if n < 1 || n > sem.capacity || (sem.limit > 0 && n > sem.limit) {
+		bound := sem.capacity
+		if sem.limit > 0 {
+			bound = min(bound, sem.limit)
 		}
-		return request{}, fmt.Errorf("%w: %d permits of semaphore %s, which grants between 1 and %d", ErrInvalid, n, quoteName(s.Name()), bound)
+		return request{}, fmt.Errorf("%w: %d permits of semaphore %s, which grants between 1 and %d", ErrInvalid, n, quoteName(sem.Name()), bound)
 	}
-	req := request{ref: s.ref, permits: n, capacity: s.args[0], limit: s.args[1]}
+	req := request{ref: sem.ref, permits: n, capacity: sem.args[0], limit: sem.args[1]}
 	if n > 1 {
 		req.suffix = "#" + strconv.Itoa(n)
 	}
@@ -88,38 +88,38 @@ func (s *Semaphore) request(n int) (request, error) {
 // the error matches errors.Is(err, ctx.Err()) and the waiter has left the
 // queue; a grant that raced with the cancellation is given back. n must be
 // between 1 and the capacity (and the group limit, if any).
-func (s *Semaphore) Acquire(ctx context.Context, n int, opts ...AcquireOption) (*Lease, error) {
-	req, err := s.request(n)
+func (sem *Semaphore) Acquire(ctx context.Context, n int, opts ...AcquireOption) (*Lease, error) {
+	req, err := sem.request(n)
 	if err != nil {
 		return nil, err
 	}
-	return s.locker.acquire(ctx, req, true, opts)
+	return sem.locker.acquire(ctx, req, true, opts)
 }
 
 // TryAcquire takes n permits only if nobody waits and n are free, and
 // returns ErrNotAcquired otherwise. It never waits and never jumps the
 // queue.
-func (s *Semaphore) TryAcquire(ctx context.Context, n int, opts ...AcquireOption) (*Lease, error) {
-	req, err := s.request(n)
+func (sem *Semaphore) TryAcquire(ctx context.Context, n int, opts ...AcquireOption) (*Lease, error) {
+	req, err := sem.request(n)
 	if err != nil {
 		return nil, err
 	}
-	return s.locker.acquire(ctx, req, false, opts)
+	return sem.locker.acquire(ctx, req, false, opts)
 }
 
 // Do runs fn while holding n permits, then releases them, on every way out
 // of fn, a panic included (see Mutex.Do).
-func (s *Semaphore) Do(ctx context.Context, n int, fn func(ctx context.Context) error, opts ...AcquireOption) error {
-	return do(ctx, s.locker.cfg.leaseTTL, fn, func() (*Lease, error) { return s.Acquire(ctx, n, opts...) })
+func (sem *Semaphore) Do(ctx context.Context, n int, fn func(ctx context.Context) error, opts ...AcquireOption) error {
+	return do(ctx, sem.locker.cfg.leaseTTL, fn, func() (*Lease, error) { return sem.Acquire(ctx, n, opts...) })
 }
 
 // Inspect reads the semaphore's holders and queue (see Locker.Inspect).
-func (s *Semaphore) Inspect(ctx context.Context) (State, error) {
-	return s.locker.Inspect(ctx, LockSemaphore, s.Name())
+func (sem *Semaphore) Inspect(ctx context.Context) (State, error) {
+	return sem.locker.Inspect(ctx, LockSemaphore, sem.Name())
 }
 
 // ForceRelease ends the grant called token, or every grant if token is ""
 // (see Locker.ForceRelease, and read its warning).
-func (s *Semaphore) ForceRelease(ctx context.Context, token string) (ForceReleaseResult, error) {
-	return s.locker.ForceRelease(ctx, LockSemaphore, s.Name(), token)
+func (sem *Semaphore) ForceRelease(ctx context.Context, token string) (ForceReleaseResult, error) {
+	return sem.locker.ForceRelease(ctx, LockSemaphore, sem.Name(), token)
 }
