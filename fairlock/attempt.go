@@ -13,10 +13,27 @@ type attempt struct {
 	req        request
 	cfg        acquireConfig
 	wait       bool
-	mode       any // acquire.lua's mode
+	mode       requestMode
 	start      time.Time
 	subscribed bool
 }
+
+// A requestMode says what acquire.lua does with a request it cannot grant
+// at once.
+type requestMode int
+
+const (
+	tryRequest   requestMode = iota // never queue it
+	waitRequest                     // queue it
+	countRequest                    // queue it, and count its place (paid only when someone listens for it)
+	fastRequest                     // the fast path's request, which only recover.lua is asked about
+)
+
+// requestModes are the modes as script arguments, boxed once (scripts.go).
+var requestModes = [...]any{tryRequest: modeTry, waitRequest: modeWait, countRequest: modeCount, fastRequest: modeFast}
+
+// arg is m as a script argument.
+func (m requestMode) arg() any { return requestModes[m] }
 
 // errSessionGone means Redis no longer has the session a call ran in.
 var errSessionGone = errors.New("fairlock: session gone")
@@ -26,7 +43,7 @@ var errGrantExpired = errors.New("fairlock: grant expired unclaimed")
 
 // acquire serves every kind of lock: req says which, and what it asks for.
 func (l *Locker) acquire(ctx context.Context, req request, wait bool, opts []AcquireOption) (*Lease, error) {
-	a := &attempt{l: l, req: req, wait: wait, mode: modeTry, start: time.Now()}
+	a := &attempt{l: l, req: req, wait: wait, mode: tryRequest, start: time.Now()}
 	if err := a.configure(opts); err != nil {
 		return nil, err
 	}
@@ -69,9 +86,9 @@ func (a *attempt) configure(opts []AcquireOption) error {
 		return fmt.Errorf("%w: a %s takes no priority: its waiters are granted in arrival order", ErrInvalid, kd.name)
 	}
 	if a.wait {
-		a.mode = modeWait
+		a.mode = waitRequest
 		if a.cfg.onQueued != nil || a.cfg.onPosition != nil || a.l.cfg.wantsPositions() {
-			a.mode = modeCount
+			a.mode = countRequest
 		}
 	}
 	return nil

@@ -177,10 +177,10 @@ func BenchmarkScriptTime(b *testing.B) {
 			client.Set(ctx, ref.sessions+session+":w", int64(10000), time.Hour)
 		}
 		acquire := func(token string) {
-			args := ref.call(token, modeWait, noArg, bc.capacity, noneArg, noArg)
+			args := ref.call(token, modeWait, noArg, bc.capacity, int64(0), noArg)
 			if bc.groups > 0 {
 				seq, _ := strconv.Atoi(token[strings.LastIndexByte(token, ':')+1:])
-				args = ref.call(token, modeWait, noArg, bc.capacity, noneArg, "g"+strconv.Itoa(seq%bc.groups), int64(1))
+				args = ref.call(token, modeWait, noArg, bc.capacity, int64(0), "g"+strconv.Itoa(seq%bc.groups), int64(1))
 			}
 			if err := bc.kind.scripts.acquire.run(ctx, client, args, retried).Err(); err != nil {
 				b.Fatal(err)

@@ -50,8 +50,8 @@ type localLock struct {
 	ref      *lockRef
 	waiters  map[*waiter]struct{} // queued in Redis, to check on
 	leases   map[*Lease]struct{}  // held, their records to renew
-	capacity any                  // a semaphore's, as its latest party asked: the heartbeat puts it back if lost
-	limit    any                  // its group limit, likewise
+	capacity int                  // as its latest party asked (request.capacity): the heartbeat puts it back if lost
+	limit    int                  // its group limit, likewise
 	keptAt   time.Time            // when the heartbeat last made its keys live keepTTL more
 	// askAll has the next heartbeat ask about every waiter: one was found
 	// to have lost its place, and the others may have too.
@@ -132,22 +132,21 @@ func (b *books) has(ref *lockRef) bool {
 
 // ---- locks ----
 
-// local returns this Locker's record of a lock, putting it on the books:
-// the lockRef keeps it between uses, so that an uncontended acquire makes
-// none. b.mu is held.
-func (b *books) local(ref *lockRef, capacity, limit any) *localLock {
+// local returns this Locker's record of the lock req asks for, putting it
+// on the books, with req's capacity and limit: the lockRef keeps it
+// between uses, so that an uncontended acquire makes none. b.mu is held.
+func (b *books) local(req request) *localLock {
+	ref := req.ref
 	key := refKey{ref.kind, ref.name}
 	ll := b.locks[key]
 	if ll == nil {
 		ll = &ref.local
 		if ll.ref == nil {
-			*ll = localLock{ref: ref, capacity: noArg, limit: noneArg}
+			*ll = localLock{ref: ref}
 		}
 		b.locks[key] = ll
 	}
-	if capacity != nil {
-		ll.capacity, ll.limit = capacity, limit
-	}
+	ll.capacity, ll.limit = req.capacity, req.limit
 	return ll
 }
 
@@ -400,7 +399,7 @@ func (b *books) queued(w *waiter, position int) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	w.position = position
-	ll := b.local(w.ref, w.req.capacity, w.req.limit)
+	ll := b.local(w.req)
 	if ll.waiters == nil {
 		ll.waiters = map[*waiter]struct{}{}
 	}
@@ -490,7 +489,7 @@ func (b *books) holdLease(lease *Lease, w *waiter, marked bool) (closed, live bo
 		w.session.marks[lease.token] = nil
 	}
 	if !closed && live {
-		ll := b.local(w.ref, w.req.capacity, w.req.limit)
+		ll := b.local(w.req)
 		if ll.leases == nil {
 			ll.leases = map[*Lease]struct{}{}
 		}

@@ -18,12 +18,14 @@ func signal(ch chan struct{}) {
 
 // A request is what one Acquire call asks for.
 type request struct {
-	ref      *lockRef
-	shared   bool   // a read-write lock's reader
-	permits  int    // as events report them: n for a semaphore, else 1
-	suffix   string // what the token carries after its number: "#" and the permits Redis counts, if more than one
-	capacity any    // a semaphore's capacity as a script argument, noArg for a mutex
-	limit    any    // its group limit, noneArg for none
+	ref     *lockRef
+	shared  bool   // a read-write lock's reader
+	permits int    // as events report them: n for a semaphore, else 1
+	suffix  string // what the token carries after its number: "#" and the permits Redis counts, if more than one
+	// capacity is the lock's capacity, which a counted store checks and
+	// sets (a semaphore's, the read-write lock's MaxCapacity); 0 for none
+	// to send (a mutex). limit is its group limit, 0 for none.
+	capacity, limit int
 }
 
 // A waiter is one token of an Acquire call: queued in Redis, or about to

@@ -100,7 +100,7 @@ type heartbeatPlan struct {
 // this Locker on one lock.
 type heartbeatCall struct {
 	ref             *lockRef
-	capacity, limit any
+	capacity, limit int // as localLock's
 	waiters         []*waiter
 	positions, keep bool
 	cmd             *redis.Cmd
@@ -203,7 +203,8 @@ func (l *Locker) runHeartbeats(ctx context.Context, p *heartbeatPlan) error {
 	send := func() error {
 		var cmds []redis.Cmder
 		for _, c := range p.calls {
-			args := c.ref.call(c.capacity, c.limit, flag(c.positions), flag(c.keep))
+			capacity, limit := c.ref.countArgs(c.capacity, c.limit)
+			args := c.ref.call(capacity, limit, flag(c.positions), flag(c.keep))
 			for _, w := range c.waiters {
 				args = append(args, w.tokenArg)
 			}

@@ -53,7 +53,7 @@ func TestHeartbeatOnAnIdleLockLeavesNoKey(t *testing.T) {
 	t.Cleanup(func() { l.Close() })
 	ctx := context.Background()
 	for _, k := range kinds {
-		c := &heartbeatCall{ref: l.refs.get(k, "idle"), capacity: "", limit: 0, waiters: []*waiter{{token: "gone:1"}}}
+		c := &heartbeatCall{ref: l.refs.get(k, "idle"), waiters: []*waiter{{token: "gone:1"}}}
 		if k.holderSet {
 			c.capacity = 2
 		}

@@ -22,7 +22,7 @@ func (l *Locker) Mutex(name string) (*Mutex, error) {
 }
 
 func (l *Locker) mutexRequest(name string) request {
-	return request{ref: l.refs.get(mutexKind, name), permits: 1, capacity: noArg, limit: noneArg}
+	return request{ref: l.refs.get(mutexKind, name), permits: 1}
 }
 
 // Name is the mutex's name.

@@ -38,7 +38,7 @@ func (l *Locker) Pair(name string) (*Pair, error) {
 	if err := checkName(name); err != nil {
 		return nil, err
 	}
-	return &Pair{locker: l, req: request{ref: l.refs.get(pairKind, name), permits: 1, capacity: int64(2), limit: noneArg}}, nil
+	return &Pair{locker: l, req: request{ref: l.refs.get(pairKind, name), permits: 1, capacity: 2}}, nil
 }
 
 // Acquire waits, in FIFO order, for one of the pair's two permits.

@@ -26,6 +26,9 @@ type lockRef struct {
 	// local is this Locker's record of the lock while on its books
 	// (books.local).
 	local localLock
+	// counts are the capacity and group limit its calls last sent, boxed
+	// (countArgs).
+	counts atomic.Pointer[countArgs]
 }
 
 // call returns the arguments of one script call on the lock: the three
@@ -35,6 +38,28 @@ func (r *lockRef) call(argv ...any) []any {
 	args[2] = len(r.keys)
 	args = append(args, r.args...)
 	return append(args, argv...)
+}
+
+// countArgs are a capacity and a group limit as script arguments.
+type countArgs struct {
+	capacity, limit int
+	args            [2]any
+}
+
+// countArgs returns capacity and limit as script arguments: "" for no
+// capacity (a mutex's), else numbers. Every process sends the same ones
+// for a lock, so the last ones sent are kept boxed: boxing a number of 256
+// or more allocates, and would at every call.
+func (r *lockRef) countArgs(capacity, limit int) (any, any) {
+	if c := r.counts.Load(); c != nil && c.capacity == capacity && c.limit == limit {
+		return c.args[0], c.args[1]
+	}
+	c := &countArgs{capacity: capacity, limit: limit, args: [2]any{noArg, int64(limit)}}
+	if capacity > 0 {
+		c.args[0] = int64(capacity)
+	}
+	r.counts.Store(c)
+	return c.args[0], c.args[1]
 }
 
 // markBusy skips the fast path on the lock for d.

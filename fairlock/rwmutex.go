@@ -34,11 +34,10 @@ func (l *Locker) RWMutex(name string) (*RWMutex, error) {
 		return nil, err
 	}
 	ref := l.refs.get(rwKind, name)
-	capacity := any(int64(MaxCapacity))
 	return &RWMutex{
 		locker: l,
-		read:   request{ref: ref, shared: true, permits: 1, capacity: capacity, limit: noneArg},
-		write:  request{ref: ref, permits: 1, capacity: capacity, limit: noneArg, suffix: "#" + strconv.Itoa(MaxCapacity)},
+		read:   request{ref: ref, shared: true, permits: 1, capacity: MaxCapacity},
+		write:  request{ref: ref, permits: 1, capacity: MaxCapacity, suffix: "#" + strconv.Itoa(MaxCapacity)},
 	}, nil
 }
 

@@ -158,9 +158,8 @@ var (
 // without metadata allocates nothing for it and its scripts run no command
 // for it.
 var (
-	noArg   any = ""
-	yesArg  any = "1"
-	noneArg any = "0"
+	noArg  any = ""
+	yesArg any = "1"
 )
 
 func flag(on bool) any {

@@ -35,7 +35,6 @@ type Semaphore struct {
 	ref      *lockRef
 	capacity int
 	limit    int
-	args     [2]any // capacity and limit, boxed once
 }
 
 // Semaphore returns the semaphore called name with capacity permits. It
@@ -56,9 +55,7 @@ func (l *Locker) Semaphore(name string, capacity int, opts ...SemaphoreOption) (
 			return nil, err
 		}
 	}
-	sem := &Semaphore{locker: l, ref: l.refs.get(semaphoreKind, name), capacity: capacity, limit: cfg.groupLimit}
-	sem.args = [2]any{int64(capacity), int64(cfg.groupLimit)}
-	return sem, nil
+	return &Semaphore{locker: l, ref: l.refs.get(semaphoreKind, name), capacity: capacity, limit: cfg.groupLimit}, nil
 }
 
 // Name is the semaphore's name.
@@ -76,7 +73,7 @@ func (sem *Semaphore) request(n int) (request, error) {
 		}
 		return request{}, fmt.Errorf("%w: %d permits of semaphore %s, which grants between 1 and %d", ErrInvalid, n, quoteName(sem.Name()), bound)
 	}
-	req := request{ref: sem.ref, permits: n, capacity: sem.args[0], limit: sem.args[1]}
+	req := request{ref: sem.ref, permits: n, capacity: sem.capacity, limit: sem.limit}
 	if n > 1 {
 		req.suffix = "#" + strconv.Itoa(n)
 	}

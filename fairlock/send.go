@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,7 +33,7 @@ func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Le
 	if err != nil && !isRedisError(err) {
 		// The answer was lost, maybe not the request: it took the lock, or
 		// it is withdrawn now.
-		fence, err = a.fateOf(ctx, w, modeFast, failed("acquire", w.ref.name, err))
+		fence, err = a.fateOf(ctx, w, fastRequest, failed("acquire", w.ref.name, err))
 		switch {
 		case err == errSessionGone:
 			return nil, false, err
@@ -74,7 +75,8 @@ func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Le
 // a call whose context ends stops waiting for its answer, as for a lost
 // one.
 func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, error) {
-	args := w.ref.call(w.tokenArg, a.mode, metaValue(w.meta), a.req.capacity, a.req.limit, w.group, w.weight)
+	capacity, limit := w.ref.countArgs(a.req.capacity, a.req.limit)
+	args := w.ref.call(w.tokenArg, a.mode.arg(), metaValue(w.meta), capacity, limit, w.group, w.weight)
 	args = append(args, open...)
 	sent := a.l.books.sentAt(w, time.Now())
 	reply, err := w.ref.kind.scripts.acquire.run(ctx, a.l.batch, args, once).Int64()
@@ -101,7 +103,7 @@ func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, er
 		a.l.books.drop(w)
 		in := append(strings.Fields(strings.TrimPrefix(err.Error(), scripts.ErrCapacity)), "", "")
 		return 0, fmt.Errorf("%w: %s %s is in use with %s, not %s", ErrInvalid, w.ref.kind.name, quoteName(w.ref.name),
-			capacityText(in[0], in[1]), capacityText(fmt.Sprint(a.req.capacity), fmt.Sprint(a.req.limit)))
+			capacityText(in[0], in[1]), capacityText(strconv.Itoa(a.req.capacity), strconv.Itoa(a.req.limit)))
 	}
 	// Refused: withdraw the token, in case part of the script ran.
 	return 0, a.fail(w, err, true)
@@ -112,8 +114,8 @@ func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, er
 // reached Redis, and then never will (recover.lua); errSessionGone if it
 // did, in a session Redis no longer has. If Redis cannot be asked either,
 // w is withdrawn for good in the background and the call ends with cause.
-func (a *attempt) fateOf(ctx context.Context, w *waiter, mode any, cause error) (int64, error) {
-	args := w.ref.call(w.tokenArg, mode, a.l.refs.leaseMs)
+func (a *attempt) fateOf(ctx context.Context, w *waiter, mode requestMode, cause error) (int64, error) {
+	args := w.ref.call(w.tokenArg, mode.arg(), a.l.refs.leaseMs)
 	reply, err := w.ref.kind.scripts.recover.run(ctx, a.l.batch, args, retried).Int64()
 	switch {
 	case err == nil:
