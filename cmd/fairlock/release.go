@@ -43,22 +43,8 @@ func releaseFlags(fs *flag.FlagSet) func(context.Context, *session, string) erro
 
 		plan(s.stdout, st, ending)
 		if !*yes {
-			if len(ending) == 1 {
-				fmt.Fprintf(s.stdout, "The holder is not stopped: it believes it holds the lock until its next heartbeat,\n"+
-					"and only storage that checks fences is protected. End this lease? [y/N] ")
-			} else {
-				fmt.Fprintf(s.stdout, "The holders are not stopped: they believe they hold the lock until their next heartbeat,\n"+
-					"and only storage that checks fences is protected. End these %d leases? [y/N] ", len(ending))
-			}
-			answer, err := s.stdin.ReadString('\n')
-			if err != nil && !errors.Is(err, io.EOF) {
+			if err := confirm(s, len(ending)); err != nil {
 				return err
-			}
-			if !s.stdinTTY {
-				fmt.Fprintln(s.stdout) // a terminal echoes the answer's newline
-			}
-			if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
-				return errors.New("not confirmed: nothing changed")
 			}
 		}
 
@@ -70,36 +56,66 @@ func releaseFlags(fs *flag.FlagSet) func(context.Context, *session, string) erro
 		if err != nil && !errors.Is(err, fairlock.ErrNotHeld) {
 			return err
 		}
-		fences := make(map[string]int64, len(st.Holders))
-		for _, h := range st.Holders {
-			fences[h.Token] = h.Fence
-		}
-		for _, t := range res.Ended {
-			if f, ok := fences[t]; ok {
-				fmt.Fprintf(s.stdout, "ended    %s (%s)\n", display(t), fenceOf(st.Lock, f))
-			} else {
-				fmt.Fprintf(s.stdout, "ended    %s\n", display(t))
-			}
-		}
-		for _, g := range res.Granted {
-			fmt.Fprintf(s.stdout, "granted  %s (fence %d)\n", display(g.Token), g.Fence)
-		}
-		if err != nil { // ErrNotHeld: nothing ended
-			if target != "" {
-				return fmt.Errorf("%s no longer holds the %s %s (released, expired or ended meanwhile): nothing changed", display(target), st.Lock, display(name))
-			}
-			return fmt.Errorf("the %s %s is no longer held (released, expired or ended meanwhile): nothing changed", st.Lock, display(name))
-		}
-		if len(res.Granted) == 0 {
-			switch {
-			case st.Queued == 0 && len(st.Waiters) == 0:
-				fmt.Fprintln(s.stdout, "granted  nobody: nobody waits")
-			default:
-				fmt.Fprintln(s.stdout, "granted  nobody: no waiter fits yet")
-			}
-		}
-		return nil
+		return report(s.stdout, st, target, res, err)
 	}
+}
+
+// confirm asks whether to end n leases, and returns an error unless the
+// answer is yes.
+func confirm(s *session, n int) error {
+	if n == 1 {
+		fmt.Fprintf(s.stdout, "The holder is not stopped: it believes it holds the lock until its next heartbeat,\n"+
+			"and only storage that checks fences is protected. End this lease? [y/N] ")
+	} else {
+		fmt.Fprintf(s.stdout, "The holders are not stopped: they believe they hold the lock until their next heartbeat,\n"+
+			"and only storage that checks fences is protected. End these %d leases? [y/N] ", n)
+	}
+	answer, err := s.stdin.ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	if !s.stdinTTY {
+		fmt.Fprintln(s.stdout) // a terminal echoes the answer's newline
+	}
+	if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+		return errors.New("not confirmed: nothing changed")
+	}
+	return nil
+}
+
+// report prints what ForceRelease of target ("" for every holder) on the
+// lock st did, res, and returns an error if it found nothing to end
+// (err, ErrNotHeld).
+func report(w io.Writer, st fairlock.State, target string, res fairlock.ForceReleaseResult, err error) error {
+	fences := make(map[string]int64, len(st.Holders))
+	for _, h := range st.Holders {
+		fences[h.Token] = h.Fence
+	}
+	for _, t := range res.Ended {
+		if f, ok := fences[t]; ok {
+			fmt.Fprintf(w, "ended    %s (%s)\n", display(t), fenceOf(st.Lock, f))
+		} else {
+			fmt.Fprintf(w, "ended    %s\n", display(t))
+		}
+	}
+	for _, g := range res.Granted {
+		fmt.Fprintf(w, "granted  %s (fence %d)\n", display(g.Token), g.Fence)
+	}
+	if err != nil { // ErrNotHeld: nothing ended
+		if target != "" {
+			return fmt.Errorf("%s no longer holds the %s %s (released, expired or ended meanwhile): nothing changed", display(target), st.Lock, display(st.Name))
+		}
+		return fmt.Errorf("the %s %s is no longer held (released, expired or ended meanwhile): nothing changed", st.Lock, display(st.Name))
+	}
+	if len(res.Granted) == 0 {
+		switch {
+		case st.Queued == 0 && len(st.Waiters) == 0:
+			fmt.Fprintln(w, "granted  nobody: nobody waits")
+		default:
+			fmt.Fprintln(w, "granted  nobody: no waiter fits yet")
+		}
+	}
+	return nil
 }
 
 // choose picks the lock and the holders to end, from the states read: the
