@@ -32,7 +32,7 @@ type Grant struct {
 // order, as a release would; their fences are larger than the ended ones.
 // Naming the token ends the holder an operator saw and not the one after
 // it. It returns ErrNotHeld, changing nothing, when there is no such
-// grant.
+// grant, and ErrInvalid for a k that is none of Kinds.
 //
 // This is dangerous. The ended holder's Locker learns at its next
 // heartbeat, and its lease ends with ErrLost. Until then two parties

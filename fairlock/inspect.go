@@ -63,6 +63,7 @@ type Waiter struct {
 // (EVALSHA_RO), so it runs under a read-only ACL rule. Holders and waiters
 // whose Locker died, not yet removed from Redis, are left out: they will
 // never use the lock again. It needs no capacity: the semaphore's is read.
+// A k that is none of Kinds is ErrInvalid.
 func (l *Locker) Inspect(ctx context.Context, k LockKind, name string) (State, error) {
 	ref, err := l.lockOfKind(k, name)
 	if err != nil {
