@@ -79,8 +79,9 @@
 //
 //   - limits.go, errors.go, keys.go, replies.go, scripts.go: limits,
 //     errors, key names, script replies, the script runner.
-//   - events.go, options.go, kind.go, ref.go: events, options, the kind
-//     descriptor, a Locker's record of one lock.
+//   - events.go, options.go, kind.go, ref.go: events, options, the kinds
+//     of lock (each answers where kinds differ; Kinds describes them), a
+//     Locker's record of one lock.
 //   - books.go: the bookkeeping, the one owner of what a Locker knows of
 //     its sessions, waiters, leases and withdrawals, and the only code that
 //     takes its mutex; it does no I/O and sends no event, and its methods

@@ -78,12 +78,12 @@ const (
 	// (fairlock.WithPriority) when it is above 0.
 	PriorityKey = attribute.Key("fairlock.priority")
 	// LockKindKey is the attribute of every instrument that says which
-	// kind of lock the event is about: its name (fairlock.LockKind.String:
-	// "mutex", "semaphore"), but for a kind whose requests may share a
-	// lock (fairlock.KindInfo.Shared: the read-write lock), whose
-	// requests' events say "read" or "write", and whose failed heartbeats
-	// its name ("rwmutex"); "unknown" for a kind fairlock.Kinds does not
-	// list.
+	// kind of lock the event is about: the kind's name
+	// (fairlock.LockKind.String: "mutex", "semaphore", "rwmutex"), or,
+	// for a request of a kind that readers share (fairlock.KindInfo.Shared:
+	// the read-write lock), "read" or "write"; "unknown" for a kind
+	// fairlock.Kinds does not list. A read-write lock's failed heartbeat,
+	// which is about no request, says "rwmutex".
 	LockKindKey = attribute.Key("fairlock.lock.kind")
 )
 

@@ -416,7 +416,10 @@ func (r *Recorder) unknownKinds(name string) []error {
 	var errs []error
 	seen := map[fairlock.LockKind]bool{}
 	for _, e := range r.events {
-		if _, err := e.Lock.Info(); e.Name == name && err != nil && !seen[e.Lock] {
+		if e.Name != name || seen[e.Lock] {
+			continue
+		}
+		if _, err := e.Lock.Info(); err != nil {
 			seen[e.Lock] = true
 			errs = append(errs, fmt.Errorf("fairlocktest: %s event of %s on %q: %w", e.Kind, e.Token, name, err))
 		}
