@@ -252,7 +252,7 @@ func (n *notifier) resubscribe(channels []string) {
 		if sub == nil {
 			continue
 		}
-		primary, err := n.cluster.MasterForKey(ctx, lockKeys("", mutexKind, sub.name)[0])
+		primary, err := n.cluster.MasterForKey(ctx, tagBase("", sub.name)) // the slot of every key of the name
 		if err != nil {
 			continue // the next Acquire of this lock subscribes again
 		}
