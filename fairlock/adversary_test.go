@@ -612,3 +612,45 @@ func TestExtendNeverShortens(t *testing.T) {
 		released(t, s)
 	}
 }
+
+// A dead waiter's line may expire before the order set: its Locker alone
+// kept the line, Lockers with longer TTLs kept the order set. B (3 s
+// TTLs: keys kept 90 s) queues at priority 9 and is granted; A (75 ms
+// TTLs: keys kept 2.25 s) queues at priority 4 behind B, and dies. While
+// B holds, nobody's heartbeat scans the lock: A's line expires with A's
+// token still in the order set. That is harmless: once B releases, a new
+// waiter is granted at once, and once no line has a head, the grant loop
+// takes A's token for the head, and drops it, dead.
+func TestDeadWaiterOutlivesItsLine(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 20*time.Second)
+	long := newLocker(t, srv.Client(t), fairlock.WithLeaseTTL(3*time.Second), fairlock.WithWaiterTTL(3*time.Second))
+	held := mustAcquire(t, newLocker(t, srv.Client(t)), "torn")
+	b := queueBehind(t, ctx, long, "torn", fairlock.WithPriority(9))
+	px := redistest.StartProxy(t, srv.Addr)
+	short := newLocker(t, redis.NewClient(&redis.Options{Addr: px.Addr}), fairlock.WithLeaseTTL(75*time.Millisecond), fairlock.WithWaiterTTL(75*time.Millisecond))
+	queueBehind(t, ctx, short, "torn", fairlock.WithPriority(4))
+	released(t, held)
+	bs, _ := await(t, b, slack)
+	px.Refuse(true)
+	px.Cut()
+	deadline := time.Now().Add(5 * time.Second)
+	for rdb.Exists(ctx, "fairlock:{torn}:queue:4").Val() == 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("the dead waiter's line lives on")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if n := rdb.ZCard(ctx, "fairlock:{torn}:order").Val(); n != 1 {
+		t.Fatalf("the order set holds %d tokens after the line expired, want the dead one", n)
+	}
+	c := queueBehind(t, ctx, newLocker(t, srv.Client(t)), "torn")
+	released(t, bs)
+	s, took := await(t, c, slack)
+	t.Logf("the new waiter was granted %v after the release", took)
+	released(t, s)
+	if n := rdb.ZCard(ctx, "fairlock:{torn}:order").Val(); n != 0 {
+		t.Errorf("the order set holds %d tokens, want none", n)
+	}
+}

@@ -38,11 +38,14 @@ end
 -- Whether this call took waiters off the queue, for emptied.
 local tookOff = false
 
+-- A waiter whose line expired before orderKey (only its own Locker keeps
+-- its line, every Locker orderKey: a dead waiter's line can go first) is
+-- the head once no line has one, so that the grant loop drops it.
 local function nextHead()
   local first, score = firstWaiter()
   if not first then return nil end
   if score >= 0 then return first, '' end
-  return pickLane(function(lane) return peek(laneKey(lane)), '' end)
+  return pickLane(function(lane) return peek(laneKey(lane)), '' end) or first, ''
 end
 
 local function popHead(token)

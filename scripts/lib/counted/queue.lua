@@ -357,7 +357,9 @@ local function nextHead()
     if groupedParties == 0 then return first, '' end
     return laneHead(0)
   end
-  if groupedParties == 0 then return pickLane(laneHead) end
+  -- As the mutex's (lib/queue.lua): a waiter in no line is the head once
+  -- no line has one. With groups, the scan drops it.
+  if groupedParties == 0 then return pickLane(laneHead) or first, '' end
   return pickLane(laneHead, laneOldest)
 end
 
