@@ -42,7 +42,8 @@ package fairlock_test
 //     tokens, without repeats, each in the line of its priority and each
 //     line in arrival order, and the order set scores the waiters of
 //     priorities above 0 below the others (with groups: one line per group
-//     and priority); a semaphore's
+//     and priority), but for dead waiters whose line expired first
+//     (checkUnlinedDead); a semaphore's
 //     count of permits in use equals the sum over its holders, and so does
 //     each group's; the groups' clock fields are kept only for a group
 //     with a party, a grant record only for a holder, and each priority's
