@@ -97,7 +97,7 @@ func parseSnapshot(reply any, kd *kind) (State, bool) {
 	}
 	ok = records(arr[3], 6, func(f []any) bool {
 		s, ok1 := strs(f[0], f[3], f[4])
-		left, ok2 := f[1].(int64)
+		left, ok2 := millis(f[1])
 		fence, ok3 := f[2].(int64)
 		weight, ok4 := f[5].(int64)
 		if !ok1 || !ok2 || !ok3 || !ok4 {
@@ -105,21 +105,20 @@ func parseSnapshot(reply any, kd *kind) (State, bool) {
 		}
 		shared, permits := kd.request(s[0])
 		st.Holders = append(st.Holders, Holder{Token: s[0], Shared: shared, Permits: permits, Fence: fence,
-			TTL: time.Duration(left) * time.Millisecond, Metadata: s[1], Group: s[2], Weight: int(weight), Priority: tokenPriority(s[0])})
+			TTL: left, Metadata: s[1], Group: s[2], Weight: int(weight), Priority: tokenPriority(s[0])})
 		st.InUse += permits
 		return true
 	}) && records(arr[4], 6, func(f []any) bool {
 		s, ok1 := strs(f[0], f[2], f[3])
-		left, ok2 := f[1].(int64)
+		left, ok2 := millis(f[1])
 		weight, ok3 := f[4].(int64)
-		waited, ok4 := f[5].(int64)
+		waited, ok4 := millis(f[5])
 		if !ok1 || !ok2 || !ok3 || !ok4 {
 			return false
 		}
 		shared, permits := kd.request(s[0])
 		st.Waiters = append(st.Waiters, Waiter{Token: s[0], Shared: shared, Permits: permits, Position: len(st.Waiters) + 1,
-			TTL: time.Duration(left) * time.Millisecond, Metadata: s[1], Group: s[2], Weight: int(weight), Priority: tokenPriority(s[0]),
-			Waited: time.Duration(waited) * time.Millisecond})
+			TTL: left, Metadata: s[1], Group: s[2], Weight: int(weight), Priority: tokenPriority(s[0]), Waited: waited})
 		return true
 	})
 	return st, ok

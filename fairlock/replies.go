@@ -2,8 +2,10 @@ package fairlock
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Readers of the scripts' replies and messages, each as the script's
@@ -75,4 +77,14 @@ func strs(f ...any) ([]string, bool) {
 		out[i] = s
 	}
 	return out, true
+}
+
+// millis reads a field in ms as a Duration; ok is false if it is not an
+// integer, or one a Duration cannot hold.
+func millis(v any) (time.Duration, bool) {
+	ms, ok := v.(int64)
+	if !ok || ms > math.MaxInt64/int64(time.Millisecond) || ms < math.MinInt64/int64(time.Millisecond) {
+		return 0, false
+	}
+	return time.Duration(ms) * time.Millisecond, true
 }
