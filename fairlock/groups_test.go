@@ -1121,3 +1121,33 @@ func TestGroupInspect(t *testing.T) {
 		}
 	}
 }
+
+// A holders' key that Redis lost while the state lives on (a rollback
+// that dropped it on load, an expiry before the state's) takes its
+// holders' groups' counts with it: tenant-a's holder of 2 permits, at its
+// group's limit of 2, is gone with the key, so the next request of
+// tenant-a is granted at once, not kept under a limit that counts a holder
+// who is no more. The state keeps no field of the lost holder, and its
+// Locker learns within a heartbeat that the lease is lost.
+func TestLostHoldersKeyFreesTheGroups(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 20*time.Second)
+	semA := groupSem(t, newLocker(t, srv.Client(t)), "lost", 3, 2)
+	semB := groupSem(t, newLocker(t, srv.Client(t)), "lost", 3, 2)
+	gone := hold(t, groupPermits(semA, 2, "tenant-a"))
+	if err := rdb.Del(ctx, "fairlock:{lost}:sem:holders").Err(); err != nil {
+		t.Fatal(err)
+	}
+	next, err := semB.Acquire(withTimeout(t, heartbeat+slack), 2, fairlock.WithGroup("tenant-a"))
+	if err != nil {
+		t.Fatalf("tenant-a's request after its only holder's key was lost: %v; want a grant at once", err)
+	}
+	for f := range rdb.HGetAll(ctx, "fairlock:{lost}:sem:state").Val() {
+		if strings.Contains(f, gone.Token()) {
+			t.Errorf("the state keeps %s of the lost holder", f)
+		}
+	}
+	lostWithin(t, gone, heartbeat+slack, "the lease whose record was lost")
+	released(t, next)
+}
