@@ -1150,4 +1150,8 @@ func TestLostHoldersKeyFreesTheGroups(t *testing.T) {
 	}
 	lostWithin(t, gone, heartbeat+slack, "the lease whose record was lost")
 	released(t, next)
+	// With nothing held and nobody waiting, the group leaves nothing behind.
+	if state := rdb.HGetAll(ctx, "fairlock:{lost}:sem:state").Val(); len(state) > 0 {
+		t.Errorf("the idle semaphore's state keeps %v", state)
+	}
 }
