@@ -1155,3 +1155,36 @@ func TestLostHoldersKeyFreesTheGroups(t *testing.T) {
 		t.Errorf("the idle semaphore's state keeps %v", state)
 	}
 }
+
+// A grouped waiter whose place a rollback lost (the order set and its line
+// gone, the state kept) queues again, and the scan forgets the lost one,
+// while the semaphore stays in use: the lost token's group would otherwise
+// stay in the state until the semaphore goes idle, which a busy one never
+// does.
+func TestLostWaiterLeavesNoGroupBehind(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 20*time.Second)
+	semA := groupSem(t, newLocker(t, srv.Client(t)), "van", 1, 1)
+	semB := groupSem(t, newLocker(t, srv.Client(t)), "van", 1, 1)
+	held := hold(t, groupPermits(semB, 1, "tenant-b"))
+	waiting := queueFor(t, ctx, groupPermits(semA, 1, "tenant-a"))
+	if err := rdb.Del(ctx, "fairlock:{van}:sem:order", "fairlock:{van}:sem:gq:tenant-a").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Two heartbeats: tenant-a's Locker finds its place lost and queues
+	// again; its next heartbeat's scan finds the lost token.
+	time.Sleep(2*heartbeat + slack)
+	parties := map[string]bool{held.Token(): true}
+	for _, tok := range rdb.ZRange(ctx, "fairlock:{van}:sem:order", 0, -1).Val() {
+		parties[tok] = true
+	}
+	for f := range rdb.HGetAll(ctx, "fairlock:{van}:sem:state").Val() {
+		if tok, ok := strings.CutPrefix(f, "g:"); ok && !parties[tok] {
+			t.Errorf("the state keeps %s, of a token that neither holds nor waits", f)
+		}
+	}
+	released(t, held)
+	s, _ := await(t, waiting, heartbeat+slack)
+	released(t, s)
+}

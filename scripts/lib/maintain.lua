@@ -61,6 +61,7 @@ local function maintain(everyHolder)
   if due then
     reapWaiters()
     chargeHolds()
+    forgetVanished()
   end
   return freed
 end

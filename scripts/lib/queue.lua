@@ -22,6 +22,9 @@
 --   keepLine(token)              keep a waiter's line keepTTL ms more
 --   chargeHolds()                charge the holders' groups for the time
 --                                held so far (the scan's)
+--   forgetVanished()             forget the grouped parties that neither
+--                                hold nor wait, lost in a rollback (the
+--                                scan's)
 -- and this one also emptied(anyway): did this call take the last waiter
 -- off (with anyway, is nobody waiting).
 --   setGrouping(parties, limit)  the groups' state, read by openStore
@@ -70,6 +73,8 @@ local function emptied(anyway) return (tookOff or anyway) and waiting() == 0 end
 local function groupOf() return '' end
 
 local function chargeHolds() end
+
+local function forgetVanished() end
 
 local function lineOf(token) return laneKey(laneOf(token)) end
 

@@ -495,6 +495,24 @@ local function chargeHolds()
   for group in pairs(moved) do place(group, true) end
 end
 
+-- forgetVanished forgets the grouped parties that neither hold nor wait:
+-- a rollback can lose the order set or the holders' key and keep the
+-- state (Redis drops, as it loads, the keys whose TTL passed, and other
+-- calls keep the state than the queue's keys), and their groups would stay
+-- for as long as the lock is in use. Once a scan, at the cost of two
+-- counts, when the state counts more grouped parties than the lock has.
+local function forgetVanished()
+  if groupedParties == 0 or groupedParties <= waiting() + redis.call('ZCARD', holdersKey) then return end
+  for _, field in ipairs(redis.call('HKEYS', stateKey)) do
+    local token = string.match(field, '^g:(.*)$')
+    if token and not waits(token) and not redis.call('ZSCORE', holdersKey, token) then
+      waiterLeft(token, redis.call('HGET', stateKey, field))
+      -- Gone already, unless the count had fallen to 0 before it.
+      redis.call('HDEL', stateKey, field)
+    end
+  end
+end
+
 local function keepQueue()
   keepFor(queueKey, keepTTL, false)
   keepFor(orderKey, keepTTL, false)
