@@ -137,8 +137,15 @@ end
 -- parties are left in this lock.
 local function openSession(token, leaseMs, waiterMs, grantMs)
   local key = sessionKey(token)
-  -- Several requests may open it at once: the first starts the count.
-  redis.call('HSETNX', key, '', 1)
+  -- Several requests may open it at once: the first starts the count, with
+  -- the calls counted before it (countWrite).
+  if redis.call('HSETNX', key, '', 1) == 1 then
+    local early = redis.call('HGET', key, '#')
+    if early then
+      redis.call('HINCRBY', key, '', early)
+      redis.call('HDEL', key, '#')
+    end
+  end
   redis.call('PEXPIRE', key, leaseMs)
   redis.call('SET', key .. 'WAITERS_KEY_SUFFIX', grantMs, 'PX', waiterMs)
   sessionsAlive[key], grantTTLs[sessionOf(token)] = true, tonumber(grantMs)
@@ -151,9 +158,16 @@ end
 -- missed them, a restart from an older snapshot), and the Locker gives the
 -- session up, which ends whatever a lost release or withdrawal left
 -- behind. HINCRBY makes a field it does not find: one it made (the session
--- is not open) goes at once. It grows memory: a call admitted at full
+-- is not open) goes at once. A call that reached Redis before the request
+-- that opens the session (a withdrawal that overtook it, whose mark made
+-- the key, with a TTL) counts in the field "#", which the opening adds in:
+-- its Locker counted it when Redis answered, and a count that fell short
+-- for it would read as a rollback. It grows memory: a call admitted at full
 -- memory runs it after its first write.
 local function countWrite(token)
   local key = sessionKey(token)
-  if redis.call('HINCRBY', key, '', 1) == 1 then redis.call('HDEL', key, '') end
+  if redis.call('HINCRBY', key, '', 1) == 1 then
+    redis.call('HDEL', key, '')
+    if redis.call('EXISTS', key) == 1 then redis.call('HINCRBY', key, '#', 1) end
+  end
 end
