@@ -373,8 +373,10 @@ func TestLockerOutcomes(t *testing.T) {
 	if lostN < 1 || hl.Count != uint64(lostN) || hr.Count+hl.Count != 4 {
 		t.Errorf("lost %d, hold released %d lost %d: want every grant to end once, at least one lost", lostN, hr.Count, hl.Count)
 	}
-	if value(hr.Min) < 0.05 {
-		t.Errorf("shortest release hold %v, want the first lease's 50ms or more", hr.Min)
+	// The first lease was held 50 ms; the lease released after a failed
+	// heartbeat may have been held less (the failure can come at once).
+	if value(hr.Max) < 0.05 {
+		t.Errorf("longest release hold %v, want the first lease's 50ms or more", hr.Max)
 	}
 }
 
