@@ -14,7 +14,21 @@
 // are kept and how waiters line up, behind the functions of a holder store
 // and a queue: lib/lock/ for the mutex, lib/counted/ for the semaphore and
 // the read-write lock. Each script is assembled once per store.
+//
+// The scripts are assembled at init, and each is also checked in, byte for
+// byte the text sent to Redis, under gen/: gen/<store>/<file>.lua for
+// those of a store (gen/lock/acquire.lua, gen/counted/acquire.lua),
+// gen/<file>.lua for those that stand alone (gen/renew.lua). A Redis
+// error's "user_script:N" is line N of that file. After a change to a
+// script or to lib/, run
+//
+//	go generate ./scripts/
+//
+// which writes them anew: TestGenerated fails while one differs from what
+// the code assembles.
 package scripts
+
+//go:generate go test -run TestGenerated -update .
 
 import (
 	"embed"
