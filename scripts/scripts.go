@@ -123,7 +123,7 @@ type definition struct {
 }
 
 var (
-	luaName      = regexp.MustCompile(`[A-Za-z_]\w*`)
+	luaName      = regexp.MustCompile(`\.\.|[.:]\s*[A-Za-z_]\w*|[A-Za-z_]\w*`)
 	luaFunction  = regexp.MustCompile(`^local function ([A-Za-z_]\w*)`)
 	luaVariables = regexp.MustCompile(`^local ([A-Za-z_][\w, ]*?)\s*(=|$)`)
 	luaLiteral   = regexp.MustCompile(`--[^\n]*|'[^'\n]*'|"[^"\n]*"`)
@@ -163,11 +163,16 @@ func definitions(src string) []definition {
 	return defs
 }
 
-// usesOf returns the names code mentions, but in comments and strings.
+// usesOf returns the names code mentions, but in comments and strings
+// and those after "." or ":": redis.call or t:insert names a field, not a
+// local call. luaName matches "..", concatenation, first, so that the name
+// after it counts.
 func usesOf(code string) map[string]bool {
 	uses := map[string]bool{}
 	for _, n := range luaName.FindAllString(luaLiteral.ReplaceAllString(code, ""), -1) {
-		uses[n] = true
+		if n[0] != '.' && n[0] != ':' {
+			uses[n] = true
+		}
 	}
 	return uses
 }
