@@ -177,6 +177,33 @@ func usesOf(code string) map[string]bool {
 	return uses
 }
 
+// ownUses returns the names a script's own code mentions before it defines
+// them itself at its top level (a "local" at column 0, as in lib): from
+// there the name is the script's, and lib's definition of it would be
+// carried for nothing (renew.lua's "local waiting" is not fifo.lua's
+// waiting()). The values of "local a = ..." still mention the names before.
+func ownUses(body string) map[string]bool {
+	uses, own := map[string]bool{}, map[string]bool{}
+	for _, line := range strings.Split(body, "\n") {
+		var defines []string
+		if m := luaFunction.FindStringSubmatch(line); m != nil {
+			own[m[1]] = true // its body calls itself, if it names itself
+		} else if m := luaVariables.FindStringSubmatch(line); m != nil {
+			defines = strings.Split(m[1], ",")
+			line = line[len(m[0]):]
+		}
+		for n := range usesOf(line) {
+			if !own[n] {
+				uses[n] = true
+			}
+		}
+		for _, n := range defines {
+			own[strings.TrimSpace(n)] = true
+		}
+	}
+	return uses
+}
+
 // module reads store's module of that name: its own file if it has one,
 // else lib's, or "" if neither has one (a store's own modules, for a
 // script that stands alone).
@@ -211,7 +238,7 @@ func assemble(name, store, head string) string {
 	}
 	// The names the script's own code mentions, then those of every
 	// definition they reach, until no new one is reached.
-	needed := usesOf(body)
+	needed := ownUses(body)
 	reached := make([]bool, len(defs))
 	for grew := true; grew; {
 		grew = false

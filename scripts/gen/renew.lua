@@ -1,5 +1,3 @@
-
-local function waiting() return redis.call('ZCARD', orderKey) end
 -- renew.lua: one session's renewal (lib/tokens.lua), one call per session
 -- and heartbeat: its keys live their TTLs more, the renewal is counted in
 -- its field "", and the grants its Locker took up lose their marks "u".

@@ -277,8 +277,6 @@ end
 -- depart forgets token's arrival; its list entry is the caller's.
 local function depart(token) redis.call('ZREM', orderKey, token) end
 
-local function waits(token) return redis.call('ZSCORE', orderKey, token) ~= false end
-
 -- placeOf is token's place in the queue, 1 first, or nil.
 local function placeOf(token)
   local rank = redis.call('ZRANK', orderKey, token)
