@@ -44,7 +44,7 @@ func (l *Locker) ForceRelease(ctx context.Context, k LockKind, name, token strin
 	if err != nil {
 		return ForceReleaseResult{}, err
 	}
-	reply, err := ref.kind.scripts.forceRelease.run(ctx, l.client, ref.call(token), retried).Result()
+	reply, err := ref.kind.scripts.ForceRelease.run(ctx, l.client, ref.call(token), retried).Result()
 	if err != nil {
 		return ForceReleaseResult{}, failed("force release", name, err)
 	}

@@ -182,12 +182,12 @@ func BenchmarkScriptTime(b *testing.B) {
 				seq, _ := strconv.Atoi(token[strings.LastIndexByte(token, ':')+1:])
 				args = ref.call(token, modeWait, noArg, bc.capacity, int64(0), "g"+strconv.Itoa(seq%bc.groups), int64(1))
 			}
-			if err := bc.kind.scripts.acquire.run(ctx, client, args, retried).Err(); err != nil {
+			if err := bc.kind.scripts.Acquire.run(ctx, client, args, retried).Err(); err != nil {
 				b.Fatal(err)
 			}
 		}
 		release := func(token string) {
-			if err := bc.kind.scripts.release.run(ctx, client, ref.call(token, noArg, noArg), once).Err(); err != nil {
+			if err := bc.kind.scripts.Release.run(ctx, client, ref.call(token, noArg, noArg), once).Err(); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -27,7 +27,7 @@ func (a *attempt) accept(ctx context.Context, w *waiter, fence int64) (*Lease, e
 	}
 	sent := time.Now()
 	args := w.ref.call(w.token, l.cfg.recordTTL().Milliseconds(), flag(w.meta != ""), l.cfg.leaseTTL.Milliseconds())
-	held, err := w.ref.kind.scripts.extend.run(ctx, l.batch, args, retried).Int()
+	held, err := w.ref.kind.scripts.Extend.run(ctx, l.batch, args, retried).Int()
 	if err != nil {
 		l.leave(w, ctxError(ctx, err), false)
 		return nil, ctxError(ctx, failed("acquire", w.ref.name, err))

@@ -208,7 +208,7 @@ func (l *Locker) runHeartbeats(ctx context.Context, p *heartbeatPlan) error {
 			for _, w := range c.waiters {
 				args = append(args, w.tokenArg)
 			}
-			args[0], args[1] = "evalsha", c.ref.kind.scripts.heartbeat.sha
+			args[0], args[1] = "evalsha", c.ref.kind.scripts.Heartbeat.sha
 			c.cmd = redis.NewCmd(ctx, args...)
 			cmds = append(cmds, c.cmd)
 		}
@@ -228,7 +228,7 @@ func (l *Locker) runHeartbeats(ctx context.Context, p *heartbeatPlan) error {
 		for _, r := range p.renewals {
 			lease := r.lease
 			args := lease.ref.call(lease.token, recordMs, flag(lease.hasMeta), noArg)
-			args[0], args[1] = "evalsha", lease.ref.kind.scripts.extend.sha
+			args[0], args[1] = "evalsha", lease.ref.kind.scripts.Extend.sha
 			r.cmd = redis.NewCmd(ctx, args...)
 			cmds = append(cmds, r.cmd)
 		}
@@ -241,7 +241,7 @@ func (l *Locker) runHeartbeats(ctx context.Context, p *heartbeatPlan) error {
 	err := send()
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
 		for _, set := range []*scriptSet{mutexScripts, countedScripts} {
-			for _, s := range []*luaScript{set.heartbeat, set.extend} {
+			for _, s := range []*luaScript{set.Heartbeat, set.Extend} {
 				if err = s.Load(ctx, l.client).Err(); err != nil {
 					return err
 				}

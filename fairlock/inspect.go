@@ -69,7 +69,7 @@ func (l *Locker) Inspect(ctx context.Context, k LockKind, name string) (State, e
 	if err != nil {
 		return State{}, err
 	}
-	reply, err := ref.kind.scripts.snapshot.run(ctx, l.client, ref.call(MaxListed), readOnly).Result()
+	reply, err := ref.kind.scripts.Snapshot.run(ctx, l.client, ref.call(MaxListed), readOnly).Result()
 	if err != nil {
 		return State{}, failed("inspect", name, err)
 	}

@@ -201,7 +201,7 @@ func (ls *Lease) release(ctx context.Context, marked bool) (n int, err error) {
 		}
 		ref.markBusy(ls.locker.cfg.heartbeat())
 	}
-	return ref.kind.scripts.release.run(ctx, ls.locker.batch, ref.call(ls.tokenArg, flag(ls.hasMeta), flag(marked)), once).Int()
+	return ref.kind.scripts.Release.run(ctx, ls.locker.batch, ref.call(ls.tokenArg, flag(ls.hasMeta), flag(marked)), once).Int()
 }
 
 // Extend makes the lease live at least ttl more in Redis, counted from the
@@ -217,7 +217,7 @@ func (ls *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		return ErrNotHeld
 	}
 	sent := time.Now()
-	held, err := ls.ref.kind.scripts.extend.run(ctx, ls.locker.batch, ls.ref.call(ls.token, ttl.Milliseconds(), flag(ls.hasMeta), noArg), retried).Int()
+	held, err := ls.ref.kind.scripts.Extend.run(ctx, ls.locker.batch, ls.ref.call(ls.token, ttl.Milliseconds(), flag(ls.hasMeta), noArg), retried).Int()
 	if err != nil {
 		return failed("extend", ls.ref.name, err)
 	}

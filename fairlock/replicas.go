@@ -49,7 +49,7 @@ func (l *Locker) awaitReplicas(ctx context.Context, lease *Lease) error {
 func (l *Locker) confirmOn(ctx context.Context, conn *redis.Conn, lease *Lease) error {
 	defer conn.Close()
 	sent := time.Now()
-	held, err := lease.ref.kind.scripts.extend.run(ctx, conn, lease.ref.call(lease.token, l.cfg.recordTTL().Milliseconds(), flag(lease.hasMeta), noArg), retried).Int()
+	held, err := lease.ref.kind.scripts.Extend.run(ctx, conn, lease.ref.call(lease.token, l.cfg.recordTTL().Milliseconds(), flag(lease.hasMeta), noArg), retried).Int()
 	if err != nil {
 		return err
 	}

@@ -150,7 +150,7 @@ func (w *ruleWorld) acquire(rt *rapid.T, wait bool) {
 	if wait {
 		mode = modeWait
 	}
-	reply, err := w.run(w.ref.kind.scripts.acquire, r.Token, mode, noArg, int64(w.model.Capacity), int64(w.model.Limit), r.Group, int64(r.Weight)).Int64()
+	reply, err := w.run(w.ref.kind.scripts.Acquire, r.Token, mode, noArg, int64(w.model.Capacity), int64(w.model.Limit), r.Group, int64(r.Weight)).Int64()
 	if err != nil {
 		rt.Fatalf("acquire %s: %v", r.Token, err)
 	}
@@ -174,7 +174,7 @@ func pick(rt *rapid.T, tokens []string, what string) string {
 
 func (w *ruleWorld) Release(rt *rapid.T) {
 	token := pick(rt, slices.Collect(maps.Keys(w.model.View().Holders)), "holder")
-	n, err := w.run(w.ref.kind.scripts.release, token, noArg, noArg).Int()
+	n, err := w.run(w.ref.kind.scripts.Release, token, noArg, noArg).Int()
 	if err != nil {
 		rt.Fatalf("release %s: %v", token, err)
 	}
@@ -190,7 +190,7 @@ func (w *ruleWorld) Cancel(rt *rapid.T) {
 		tokens = append(tokens, x.Token)
 	}
 	token := pick(rt, tokens, "waiter")
-	n, err := w.run(w.ref.kind.scripts.cancel, token, noArg, noArg).Int()
+	n, err := w.run(w.ref.kind.scripts.Cancel, token, noArg, noArg).Int()
 	if err != nil {
 		rt.Fatalf("cancel %s: %v", token, err)
 	}
@@ -210,7 +210,7 @@ func (w *ruleWorld) Crash(rt *rapid.T) {
 }
 
 func (w *ruleWorld) Heartbeat(rt *rapid.T) {
-	if err := w.run(w.ref.kind.scripts.heartbeat, int64(w.model.Capacity), int64(w.model.Limit), noArg, noArg).Err(); err != nil {
+	if err := w.run(w.ref.kind.scripts.Heartbeat, int64(w.model.Capacity), int64(w.model.Limit), noArg, noArg).Err(); err != nil {
 		rt.Fatalf("heartbeat: %v", err)
 	}
 	w.model.Heartbeat(w.scanMs)

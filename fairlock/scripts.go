@@ -10,21 +10,11 @@ import (
 )
 
 // A scriptSet is the queue engine's scripts on one holder store.
-type scriptSet struct {
-	acquire, recover, release, cancel, extend, heartbeat, snapshot, forceRelease *luaScript
-}
+type scriptSet = scripts.Engine[*luaScript]
 
 func newScriptSet(s scripts.Set) *scriptSet {
-	return &scriptSet{
-		acquire:      newScript(s.Acquire),
-		recover:      newScript(s.Recover),
-		release:      newScript(s.Release),
-		cancel:       newScript(s.Cancel),
-		extend:       newScript(s.Extend),
-		heartbeat:    newScript(s.Heartbeat),
-		snapshot:     newScript(s.Snapshot),
-		forceRelease: newScript(s.ForceRelease),
-	}
+	set := scripts.Map(s, newScript)
+	return &set
 }
 
 var (

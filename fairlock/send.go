@@ -79,7 +79,7 @@ func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, er
 	args := w.ref.call(w.tokenArg, a.mode.arg(), metaValue(w.meta), capacity, limit, w.group, w.weight)
 	args = append(args, open...)
 	sent := a.l.books.sentAt(w, time.Now())
-	reply, err := w.ref.kind.scripts.acquire.run(ctx, a.l.batch, args, once).Int64()
+	reply, err := w.ref.kind.scripts.Acquire.run(ctx, a.l.batch, args, once).Int64()
 	if err != nil && !isRedisError(err) {
 		// The answer was lost, maybe not the request.
 		if reply, err = a.fateOf(ctx, w, a.mode, err); err == nil && reply == 0 {
@@ -116,7 +116,7 @@ func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, er
 // w is withdrawn for good in the background and the call ends with cause.
 func (a *attempt) fateOf(ctx context.Context, w *waiter, mode requestMode, cause error) (int64, error) {
 	args := w.ref.call(w.tokenArg, mode.arg(), a.l.refs.leaseMs)
-	reply, err := w.ref.kind.scripts.recover.run(ctx, a.l.batch, args, retried).Int64()
+	reply, err := w.ref.kind.scripts.Recover.run(ctx, a.l.batch, args, retried).Int64()
 	switch {
 	case err == nil:
 		if reply == 0 {

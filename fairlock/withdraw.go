@@ -25,7 +25,7 @@ func (l *Locker) cancelToken(ctx context.Context, ref *lockRef, s *session, toke
 	if forGood {
 		mark = l.refs.leaseMs
 	}
-	err := ref.kind.scripts.cancel.run(ctx, l.batch, ref.call(token, flag(hasMeta), mark), retried).Err()
+	err := ref.kind.scripts.Cancel.run(ctx, l.batch, ref.call(token, flag(hasMeta), mark), retried).Err()
 	if err == nil {
 		s.counted.Add(1)
 	}

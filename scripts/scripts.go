@@ -14,7 +14,21 @@
 // are kept and how waiters line up, behind the functions of a holder store
 // and a queue: lib/lock/ for the mutex, lib/counted/ for the semaphore and
 // the read-write lock. Each script is assembled once per store.
+//
+// The scripts are assembled at init, and each is also checked in, byte for
+// byte the text sent to Redis, under gen/: gen/<store>/<file>.lua for
+// those of a store (gen/lock/acquire.lua, gen/counted/acquire.lua),
+// gen/<file>.lua for those that stand alone (gen/renew.lua). A Redis
+// error's "user_script:N" is line N of that file. After a change to a
+// script or to lib/, run
+//
+//	go generate ./scripts/
+//
+// which writes them anew: TestGenerated fails while one differs from what
+// the code assembles.
 package scripts
+
+//go:generate go test -run TestGenerated -update .
 
 import (
 	"embed"
@@ -109,7 +123,7 @@ type definition struct {
 }
 
 var (
-	luaName      = regexp.MustCompile(`[A-Za-z_]\w*`)
+	luaName      = regexp.MustCompile(`\.\.|[.:]\s*[A-Za-z_]\w*|[A-Za-z_]\w*`)
 	luaFunction  = regexp.MustCompile(`^local function ([A-Za-z_]\w*)`)
 	luaVariables = regexp.MustCompile(`^local ([A-Za-z_][\w, ]*?)\s*(=|$)`)
 	luaLiteral   = regexp.MustCompile(`--[^\n]*|'[^'\n]*'|"[^"\n]*"`)
@@ -149,11 +163,43 @@ func definitions(src string) []definition {
 	return defs
 }
 
-// usesOf returns the names code mentions, but in comments and strings.
+// usesOf returns the names code mentions, but in comments and strings
+// and those after "." or ":": redis.call or t:insert names a field, not a
+// local call. luaName matches "..", concatenation, first, so that the name
+// after it counts.
 func usesOf(code string) map[string]bool {
 	uses := map[string]bool{}
 	for _, n := range luaName.FindAllString(luaLiteral.ReplaceAllString(code, ""), -1) {
-		uses[n] = true
+		if n[0] != '.' && n[0] != ':' {
+			uses[n] = true
+		}
+	}
+	return uses
+}
+
+// ownUses returns the names a script's own code mentions before it defines
+// them itself at its top level (a "local" at column 0, as in lib): from
+// there the name is the script's, and lib's definition of it would be
+// carried for nothing (renew.lua's "local waiting" is not fifo.lua's
+// waiting()). The values of "local a = ..." still mention the names before.
+func ownUses(body string) map[string]bool {
+	uses, own := map[string]bool{}, map[string]bool{}
+	for _, line := range strings.Split(body, "\n") {
+		var defines []string
+		if m := luaFunction.FindStringSubmatch(line); m != nil {
+			own[m[1]] = true // its body calls itself, if it names itself
+		} else if m := luaVariables.FindStringSubmatch(line); m != nil {
+			defines = strings.Split(m[1], ",")
+			line = line[len(m[0]):]
+		}
+		for n := range usesOf(line) {
+			if !own[n] {
+				uses[n] = true
+			}
+		}
+		for _, n := range defines {
+			own[strings.TrimSpace(n)] = true
+		}
 	}
 	return uses
 }
@@ -170,15 +216,17 @@ func module(store, name string) string {
 	return ""
 }
 
-// load assembles the script in file name on the store in lib/store/:
-// lib/keys.lua, the definitions the script reaches, and its own file.
+// load assembles the script in file name (without ".lua") on the store in
+// lib/store/: lib/keys.lua, the definitions the script reaches, and its
+// own file. A script that stands alone (store "") gets no lib/keys.lua,
+// and the definitions of lib/ it reaches must not name lib/keys.lua's.
 func load(name, store string) string {
-	return assemble(name, store, read("lib/keys.lua"))
+	head := ""
+	if store != "" {
+		head = read("lib/keys.lua")
+	}
+	return assemble(name+".lua", store, head)
 }
-
-// loadAlone assembles a script that stands alone: the definitions of lib/
-// it reaches, which must not name lib/keys.lua's, and its own file.
-func loadAlone(name string) string { return assemble(name, "", "") }
 
 // assemble is head, the definitions of lib/ on store that the script in
 // file name reaches, then its own file.
@@ -190,7 +238,7 @@ func assemble(name, store, head string) string {
 	}
 	// The names the script's own code mentions, then those of every
 	// definition they reach, until no new one is reached.
-	needed := usesOf(body)
+	needed := ownUses(body)
 	reached := make([]bool, len(defs))
 	for grew := true; grew; {
 		grew = false
@@ -215,49 +263,85 @@ func assemble(name, store, head string) string {
 	return constants.Replace(strings.Join(append(parts, body), "\n"))
 }
 
-// A Set is the engine's scripts on one holder store, ready for EVAL.
-type Set struct {
-	Acquire, Recover, Release, Cancel, Extend, Heartbeat string
-	Snapshot, ForceRelease                               string
+// An Engine has a T for each of the queue engine's scripts: a Set has
+// their text on one holder store, and a caller may keep in an Engine what
+// it runs each with (Map makes it).
+type Engine[T any] struct {
+	Acquire, Recover, Release, Cancel, Extend, Heartbeat T
+	Snapshot, ForceRelease                               T
 }
 
-func loadSet(store string) Set {
-	return Set{
-		Acquire:      load("acquire.lua", store),
-		Recover:      load("recover.lua", store),
-		Release:      load("release.lua", store),
-		Cancel:       load("cancel.lua", store),
-		Extend:       load("extend.lua", store),
-		Heartbeat:    load("heartbeat.lua", store),
-		Snapshot:     load("snapshot.lua", store),
-		ForceRelease: load("force_release.lua", store),
+// A Set is the engine's scripts on one holder store, ready for EVAL.
+type Set = Engine[string]
+
+// A field is one of an Engine's fields and its script's file, without
+// ".lua".
+type field[T any] struct {
+	file string
+	of   *T
+}
+
+// byFile pairs each of e's fields with its script's file: the one list of
+// the engine's scripts, which loading, All and Map go through.
+func (e *Engine[T]) byFile() []field[T] {
+	return []field[T]{
+		{"acquire", &e.Acquire}, {"recover", &e.Recover}, {"release", &e.Release}, {"cancel", &e.Cancel},
+		{"extend", &e.Extend}, {"heartbeat", &e.Heartbeat}, {"snapshot", &e.Snapshot}, {"force_release", &e.ForceRelease},
 	}
+}
+
+// Map returns the Engine that has f of each of e's scripts.
+func Map[T, U any](e Engine[T], f func(T) U) Engine[U] {
+	var out Engine[U]
+	to := out.byFile()
+	for i, from := range e.byFile() {
+		*to[i].of = f(*from.of)
+	}
+	return out
 }
 
 var (
 	// ReleaseFast is the mutex's uncontended release, AcquireFast its
 	// uncontended acquire, and Renew a session's renewal: scripts that
-	// stand alone, for the calls that run most often.
-	ReleaseFast = loadAlone("release_fast.lua")
-	AcquireFast = loadAlone("acquire_fast.lua")
-	Renew       = loadAlone("renew.lua")
+	// stand alone, for the calls that run most often. Each of these
+	// variables is assembled at init.
+	ReleaseFast, AcquireFast, Renew string
 	// Mutex keeps its holder in one string key, its waiters in one line.
-	Mutex = loadSet("lock")
+	Mutex Set
 	// Counted keeps the holders of a semaphore or read-write lock in a
 	// sorted set with their permits counted, its waiters in groups.
-	Counted = loadSet("counted")
+	Counted Set
 )
 
-// All lists every script, for tests: those of a store by store and file
-// ("lock/acquire"), those that stand alone by file ("renew").
+// alone lists the scripts that stand alone by file, stores the holder
+// stores by their directory in lib/: with Engine.byFile, the list of every
+// script, which init fills and All reads.
+var (
+	alone  = map[string]*string{"release_fast": &ReleaseFast, "acquire_fast": &AcquireFast, "renew": &Renew}
+	stores = map[string]*Set{"lock": &Mutex, "counted": &Counted}
+)
+
+func init() {
+	for file, src := range alone {
+		*src = load(file, "")
+	}
+	for store, set := range stores {
+		for _, f := range set.byFile() {
+			*f.of = load(f.file, store)
+		}
+	}
+}
+
+// All lists every script, for tests and gen/: those of a store by store
+// and file ("lock/acquire"), those that stand alone by file ("renew").
 func All() map[string]string {
-	all := map[string]string{"release_fast": ReleaseFast, "acquire_fast": AcquireFast, "renew": Renew}
-	for store, set := range map[string]Set{"lock": Mutex, "counted": Counted} {
-		for file, src := range map[string]string{
-			"acquire": set.Acquire, "recover": set.Recover, "release": set.Release, "cancel": set.Cancel, "extend": set.Extend,
-			"heartbeat": set.Heartbeat, "snapshot": set.Snapshot, "force_release": set.ForceRelease,
-		} {
-			all[store+"/"+file] = src
+	all := map[string]string{}
+	for file, src := range alone {
+		all[file] = *src
+	}
+	for store, set := range stores {
+		for _, f := range set.byFile() {
+			all[store+"/"+f.file] = *f.of
 		}
 	}
 	return all

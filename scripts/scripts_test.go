@@ -4,7 +4,9 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -13,6 +15,8 @@ import (
 	"github.com/fairlock/fairlock/internal/redistest"
 	"github.com/fairlock/fairlock/scripts"
 	"github.com/redis/go-redis/v9"
+	"github.com/yuin/gopher-lua/ast"
+	"github.com/yuin/gopher-lua/parse"
 )
 
 // Lua's own functions and libraries, which a script may call without
@@ -89,38 +93,148 @@ func TestEveryFunctionDefinedBeforeUse(t *testing.T) {
 	}
 }
 
-var (
-	topLevel = regexp.MustCompile(`(?m)^local function ([A-Za-z_]\w*)|^local ([A-Za-z_][\w, ]*?)\s*(?:=|$)`)
-	literal  = regexp.MustCompile(`--[^\n]*|'[^'\n]*'|"[^"\n]*"`)
-)
+// topLevel matches a line that starts a top-level definition of a module.
+var topLevel = regexp.MustCompile(`(?m)^local function ([A-Za-z_]\w*)|^local ([A-Za-z_][\w, ]*?)\s*(?:=|$)`)
 
 // A script carries only what it runs: every function or variable that a
-// script defines at its top level, but for lib/keys.lua's, is named
-// somewhere else in it.
+// script defines at its top level, but for lib/keys.lua's (which every
+// script of a store gets whole), is named as an identifier by a statement
+// after it, as gopher-lua parses the script: a field like redis.call does
+// not name a local call.
 func TestEveryScriptCarriesOnlyWhatItRuns(t *testing.T) {
-	for name, src := range scripts.All() {
-		code := literal.ReplaceAllString(src, "")
-		for _, m := range topLevel.FindAllStringSubmatch(code, -1) {
-			names := []string{m[1]}
-			if m[1] == "" {
-				names = strings.Split(m[2], ",")
-			}
-			for _, n := range names {
-				n = strings.TrimSpace(n)
-				if keysLua[n] {
-					continue
-				}
-				if uses := regexp.MustCompile(`\b`+n+`\b`).FindAllStringIndex(code, -1); len(uses) < 2 {
-					t.Errorf("%s defines %s and never uses it", name, n)
-				}
-			}
+	keysLua := keysLuaNames(t)
+	carriesOnlyWhatItRuns(t, scripts.All(), keysLua)
+	for src, want := range map[string]string{
+		"local function call() end\nreturn redis.call('GET', 'k')":      "call",
+		"local function never() return 1 end\n" + scripts.Mutex.Release: "never",
+		"local a = 1\nlocal a = 2\nreturn a":                            "a",
+		"local function f() return f() end\nlocal g = 1\nreturn g":      "f",
+	} {
+		if got, err := unused(src, keysLua); err != nil || !slices.Equal(got, []string{want}) {
+			t.Errorf("the check finds %v unused (%v), not [%s], in %q", got, err, want, src[:min(len(src), 60)])
 		}
 	}
 }
 
-// keysLua are the names lib/keys.lua defines for every script.
-var keysLua = map[string]bool{"holdersKey": true, "queueKey": true, "orderKey": true, "fenceKey": true, "metaKey": true,
-	"stateKey": true, "sessionPrefix": true, "notifyCmd": true, "notifyPrefix": true, "keepTTL": true}
+// keysLuaNames are the names lib/keys.lua defines for every script of a
+// store.
+func keysLuaNames(t *testing.T) map[string]bool {
+	t.Helper()
+	keys, err := os.ReadFile("lib/keys.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := topLevelNames(string(keys))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return names
+}
+
+// carriesOnlyWhatItRuns fails t for each top-level local of a script of
+// all (by All's names) that nothing after it names, but lib/keys.lua's.
+func carriesOnlyWhatItRuns(t *testing.T, all map[string]string, keysLua map[string]bool) {
+	t.Helper()
+	for name, src := range all {
+		skip := keysLua
+		if !strings.Contains(name, "/") {
+			skip = nil // it stands alone, without lib/keys.lua
+		}
+		got, err := unused(src, skip)
+		if err != nil {
+			t.Errorf("%s does not parse: %v", name, err)
+		}
+		for _, n := range got {
+			t.Errorf("%s defines %s and never uses it", name, n)
+		}
+	}
+}
+
+// topLevelNames lists the names src's top-level locals define.
+func topLevelNames(src string) (map[string]bool, error) {
+	chunk, err := parse.Parse(strings.NewReader(src), "src")
+	names := map[string]bool{}
+	for _, s := range chunk {
+		if local, ok := s.(*ast.LocalAssignStmt); ok {
+			for _, n := range local.Names {
+				names[n] = true
+			}
+		}
+	}
+	return names, err
+}
+
+// unused lists, in order, the top-level locals of src, but those of skip,
+// that no statement after their definition names before a top-level local
+// defines the name anew (whose value's names count). A name is one an
+// identifier says: locals of inner scopes that hide a top-level one are
+// not told apart from it.
+func unused(src string, skip map[string]bool) ([]string, error) {
+	chunk, err := parse.Parse(strings.NewReader(src), "script")
+	if err != nil {
+		return nil, err
+	}
+	named := make([]map[string]bool, len(chunk)) // by each statement
+	for i, s := range chunk {
+		named[i] = map[string]bool{}
+		identifiers(reflect.ValueOf(s), named[i])
+	}
+	var out []string
+	for i, s := range chunk {
+		local, ok := s.(*ast.LocalAssignStmt)
+		if !ok {
+			continue
+		}
+		for _, n := range local.Names {
+			if !skip[n] && !namedAfter(chunk[i+1:], named[i+1:], n) {
+				out = append(out, n)
+			}
+		}
+	}
+	return out, nil
+}
+
+// namedAfter tells whether one of stmts, whose identifiers are named, names
+// n before a top-level local defines n anew.
+func namedAfter(stmts []ast.Stmt, named []map[string]bool, n string) bool {
+	for i, s := range stmts {
+		if named[i][n] {
+			return true
+		}
+		if local, ok := s.(*ast.LocalAssignStmt); ok && slices.Contains(local.Names, n) {
+			return false
+		}
+	}
+	return false
+}
+
+// identifiers adds to names the name of every identifier in v, a node of
+// gopher-lua's AST or part of one. The AST has no walker of its own, and
+// reflection reaches every kind of node alike, so that none is missed;
+// only exported fields hold nodes.
+func identifiers(v reflect.Value, names map[string]bool) {
+	switch v.Kind() {
+	case reflect.Pointer, reflect.Interface:
+		if v.IsNil() {
+			return
+		}
+		if id, ok := v.Interface().(*ast.IdentExpr); ok {
+			names[id.Value] = true
+			return
+		}
+		identifiers(v.Elem(), names)
+	case reflect.Slice:
+		for i := range v.Len() {
+			identifiers(v.Index(i), names)
+		}
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				identifiers(v.Field(i), names)
+			}
+		}
+	}
+}
 
 func TestNoConstantLeftUnreplaced(t *testing.T) {
 	for name, src := range scripts.All() {
