@@ -77,7 +77,9 @@ local function admitAtFullMemory() redis.call('HDEL', metaKey, '') end
 --                                     does (TTL: the Locker's lease TTL).
 --                                     Its field "" is always there: it
 --                                     counts the session's calls that
---                                     Redis must not lose (countWrite).
+--                                     Redis must not lose (countWrite);
+--                                     its field "#" those that came
+--                                     before the session opened.
 --                                     A field named by a token marks it:
 --                                       "u"  a grant to a waiter that its
 --                                            Locker has not taken up yet:
@@ -179,8 +181,15 @@ end
 -- parties are left in this lock.
 local function openSession(token, leaseMs, waiterMs, grantMs)
   local key = sessionKey(token)
-  -- Several requests may open it at once: the first starts the count.
-  redis.call('HSETNX', key, '', 1)
+  -- Several requests may open it at once: the first starts the count, with
+  -- the calls counted before it (countWrite).
+  if redis.call('HSETNX', key, '', 1) == 1 then
+    local early = redis.call('HGET', key, '#')
+    if early then
+      redis.call('HINCRBY', key, '', early)
+      redis.call('HDEL', key, '#')
+    end
+  end
   redis.call('PEXPIRE', key, leaseMs)
   redis.call('SET', key .. ':w', grantMs, 'PX', waiterMs)
   sessionsAlive[key], grantTTLs[sessionOf(token)] = true, tonumber(grantMs)
@@ -741,7 +750,9 @@ local function nextHead()
     if groupedParties == 0 then return first, '' end
     return laneHead(0)
   end
-  if groupedParties == 0 then return pickLane(laneHead) end
+  -- As the mutex's (lib/queue.lua): a waiter in no line is the head once
+  -- no line has one. With groups, the scan drops it.
+  if groupedParties == 0 then return pickLane(laneHead) or first, '' end
   return pickLane(laneHead, laneOldest)
 end
 
@@ -865,6 +876,24 @@ local function chargeHolds()
   redis.call('HSET', stateKey, unpack(writes))
   for group in pairs(moved) do place(group, true) end
 end
+
+-- forgetVanished forgets the grouped parties that neither hold nor wait:
+-- a rollback can lose the order set or the holders' key and keep the
+-- state (Redis drops, as it loads, the keys whose TTL passed, and other
+-- calls keep the state than the queue's keys), and their groups would stay
+-- for as long as the lock is in use. Once a scan, at the cost of two
+-- counts, when the state counts more grouped parties than the lock has.
+local function forgetVanished()
+  if groupedParties == 0 or groupedParties <= waiting() + redis.call('ZCARD', holdersKey) then return end
+  for _, field in ipairs(redis.call('HKEYS', stateKey)) do
+    local token = string.match(field, '^g:(.*)$')
+    if token and not waits(token) and not redis.call('ZSCORE', holdersKey, token) then
+      waiterLeft(token, redis.call('HGET', stateKey, field))
+      -- Gone already, unless the count had fallen to 0 before it.
+      redis.call('HDEL', stateKey, field)
+    end
+  end
+end
 -- counted/store.lua: the holder store of a semaphore and a read-write lock
 -- (lib/lock/store.lua lists the functions every store defines).
 --   KEYS[1] holders  sorted set: holder token -> record deadline, server ms
@@ -893,6 +922,18 @@ local function forget(token)
   groupFreed(token, n)
 end
 
+-- holdersLost forgets the holders the state lists (each holder token is a
+-- field, the fence of its grant) once their key is gone: it expired before
+-- the state, or a rollback lost it. Their groups' counts go with them, or
+-- a group would stay at its limit for holders that are no more. A token is
+-- the only field whose name has a '.' before its first ':' (its session,
+-- "<locker>.<epoch>"); the others start with a name of the state's own.
+local function holdersLost()
+  for _, field in ipairs(redis.call('HKEYS', stateKey)) do
+    if string.find(field, '^[^:]*%.[^:]*:') then forget(field) end
+  end
+end
+
 local function openStore(capacity, limit, strict)
   -- Its first write may be the state's count (an HSET): a call for the
   -- parties already in is admitted at full memory first (lib/keep.lua).
@@ -918,7 +959,10 @@ local function openStore(capacity, limit, strict)
       freed = true
     end
   end
-  if used > 0 and not first[1] then used, freed = 0, true end
+  if used > 0 and not first[1] then
+    holdersLost()
+    used, freed = 0, true
+  end
   if capacity and (cap ~= capacity or inUseLimit ~= limit) then
     -- strict: an Acquire, which must agree with the capacity and limit in
     -- use, or find the semaphore idle and set its own. Otherwise a
@@ -1108,6 +1152,7 @@ local function maintain(everyHolder)
   if due then
     reapWaiters()
     chargeHolds()
+    forgetVanished()
   end
   return freed
 end

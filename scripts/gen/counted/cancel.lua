@@ -73,7 +73,9 @@ local function admitAtFullMemory() redis.call('HDEL', metaKey, '') end
 --                                     does (TTL: the Locker's lease TTL).
 --                                     Its field "" is always there: it
 --                                     counts the session's calls that
---                                     Redis must not lose (countWrite).
+--                                     Redis must not lose (countWrite);
+--                                     its field "#" those that came
+--                                     before the session opened.
 --                                     A field named by a token marks it:
 --                                       "u"  a grant to a waiter that its
 --                                            Locker has not taken up yet:
@@ -170,11 +172,18 @@ end
 -- missed them, a restart from an older snapshot), and the Locker gives the
 -- session up, which ends whatever a lost release or withdrawal left
 -- behind. HINCRBY makes a field it does not find: one it made (the session
--- is not open) goes at once. It grows memory: a call admitted at full
+-- is not open) goes at once. A call that reached Redis before the request
+-- that opens the session (a withdrawal that overtook it, whose mark made
+-- the key, with a TTL) counts in the field "#", which the opening adds in:
+-- its Locker counted it when Redis answered, and a count that fell short
+-- for it would read as a rollback. It grows memory: a call admitted at full
 -- memory runs it after its first write.
 local function countWrite(token)
   local key = sessionKey(token)
-  if redis.call('HINCRBY', key, '', 1) == 1 then redis.call('HDEL', key, '') end
+  if redis.call('HINCRBY', key, '', 1) == 1 then
+    redis.call('HDEL', key, '')
+    if redis.call('EXISTS', key) == 1 then redis.call('HINCRBY', key, '#', 1) end
+  end
 end
 -- fence.lua: fencing tokens.
 
@@ -645,7 +654,9 @@ local function nextHead()
     if groupedParties == 0 then return first, '' end
     return laneHead(0)
   end
-  if groupedParties == 0 then return pickLane(laneHead) end
+  -- As the mutex's (lib/queue.lua): a waiter in no line is the head once
+  -- no line has one. With groups, the scan drops it.
+  if groupedParties == 0 then return pickLane(laneHead) or first, '' end
   return pickLane(laneHead, laneOldest)
 end
 
@@ -763,6 +774,18 @@ local function forget(token)
   groupFreed(token, n)
 end
 
+-- holdersLost forgets the holders the state lists (each holder token is a
+-- field, the fence of its grant) once their key is gone: it expired before
+-- the state, or a rollback lost it. Their groups' counts go with them, or
+-- a group would stay at its limit for holders that are no more. A token is
+-- the only field whose name has a '.' before its first ':' (its session,
+-- "<locker>.<epoch>"); the others start with a name of the state's own.
+local function holdersLost()
+  for _, field in ipairs(redis.call('HKEYS', stateKey)) do
+    if string.find(field, '^[^:]*%.[^:]*:') then forget(field) end
+  end
+end
+
 local function openStore(capacity, limit, strict)
   -- Its first write may be the state's count (an HSET): a call for the
   -- parties already in is admitted at full memory first (lib/keep.lua).
@@ -788,7 +811,10 @@ local function openStore(capacity, limit, strict)
       freed = true
     end
   end
-  if used > 0 and not first[1] then used, freed = 0, true end
+  if used > 0 and not first[1] then
+    holdersLost()
+    used, freed = 0, true
+  end
   if capacity and (cap ~= capacity or inUseLimit ~= limit) then
     -- strict: an Acquire, which must agree with the capacity and limit in
     -- use, or find the semaphore idle and set its own. Otherwise a

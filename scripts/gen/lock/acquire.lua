@@ -65,7 +65,9 @@ local function keepMade(key, ttl) redis.call('PEXPIRE', key, ttl) end
 --                                     does (TTL: the Locker's lease TTL).
 --                                     Its field "" is always there: it
 --                                     counts the session's calls that
---                                     Redis must not lose (countWrite).
+--                                     Redis must not lose (countWrite);
+--                                     its field "#" those that came
+--                                     before the session opened.
 --                                     A field named by a token marks it:
 --                                       "u"  a grant to a waiter that its
 --                                            Locker has not taken up yet:
@@ -161,8 +163,15 @@ end
 -- parties are left in this lock.
 local function openSession(token, leaseMs, waiterMs, grantMs)
   local key = sessionKey(token)
-  -- Several requests may open it at once: the first starts the count.
-  redis.call('HSETNX', key, '', 1)
+  -- Several requests may open it at once: the first starts the count, with
+  -- the calls counted before it (countWrite).
+  if redis.call('HSETNX', key, '', 1) == 1 then
+    local early = redis.call('HGET', key, '#')
+    if early then
+      redis.call('HINCRBY', key, '', early)
+      redis.call('HDEL', key, '#')
+    end
+  end
   redis.call('PEXPIRE', key, leaseMs)
   redis.call('SET', key .. ':w', grantMs, 'PX', waiterMs)
   sessionsAlive[key], grantTTLs[sessionOf(token)] = true, tonumber(grantMs)
@@ -366,11 +375,14 @@ end
 -- Whether this call took waiters off the queue, for emptied.
 local tookOff = false
 
+-- A waiter whose line expired before orderKey (only its own Locker keeps
+-- its line, every Locker orderKey: a dead waiter's line can go first) is
+-- the head once no line has one, so that the grant loop drops it.
 local function nextHead()
   local first, score = firstWaiter()
   if not first then return nil end
   if score >= 0 then return first, '' end
-  return pickLane(function(lane) return peek(laneKey(lane)), '' end)
+  return pickLane(function(lane) return peek(laneKey(lane)), '' end) or first, ''
 end
 
 local function popHead(token)
@@ -388,6 +400,8 @@ local function emptied(anyway) return (tookOff or anyway) and waiting() == 0 end
 local function groupOf() return '' end
 
 local function chargeHolds() end
+
+local function forgetVanished() end
 
 local function lineOf(token) return laneKey(laneOf(token)) end
 -- lock/store.lua: the mutex's holder store. The holder is the string key
@@ -590,6 +604,7 @@ local function maintain(everyHolder)
   if due then
     reapWaiters()
     chargeHolds()
+    forgetVanished()
   end
   return freed
 end

@@ -57,7 +57,9 @@ local function admitAtFullMemory() redis.call('HDEL', metaKey, '') end
 --                                     does (TTL: the Locker's lease TTL).
 --                                     Its field "" is always there: it
 --                                     counts the session's calls that
---                                     Redis must not lose (countWrite).
+--                                     Redis must not lose (countWrite);
+--                                     its field "#" those that came
+--                                     before the session opened.
 --                                     A field named by a token marks it:
 --                                       "u"  a grant to a waiter that its
 --                                            Locker has not taken up yet:
@@ -272,11 +274,14 @@ local function pop(list, token) redis.call('LREM', list, 1, token) end
 -- Whether this call took waiters off the queue, for emptied.
 local tookOff = false
 
+-- A waiter whose line expired before orderKey (only its own Locker keeps
+-- its line, every Locker orderKey: a dead waiter's line can go first) is
+-- the head once no line has one, so that the grant loop drops it.
 local function nextHead()
   local first, score = firstWaiter()
   if not first then return nil end
   if score >= 0 then return first, '' end
-  return pickLane(function(lane) return peek(laneKey(lane)), '' end)
+  return pickLane(function(lane) return peek(laneKey(lane)), '' end) or first, ''
 end
 
 local function popHead(token)

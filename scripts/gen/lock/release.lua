@@ -45,7 +45,9 @@ end
 --                                     does (TTL: the Locker's lease TTL).
 --                                     Its field "" is always there: it
 --                                     counts the session's calls that
---                                     Redis must not lose (countWrite).
+--                                     Redis must not lose (countWrite);
+--                                     its field "#" those that came
+--                                     before the session opened.
 --                                     A field named by a token marks it:
 --                                       "u"  a grant to a waiter that its
 --                                            Locker has not taken up yet:
@@ -147,11 +149,18 @@ end
 -- missed them, a restart from an older snapshot), and the Locker gives the
 -- session up, which ends whatever a lost release or withdrawal left
 -- behind. HINCRBY makes a field it does not find: one it made (the session
--- is not open) goes at once. It grows memory: a call admitted at full
+-- is not open) goes at once. A call that reached Redis before the request
+-- that opens the session (a withdrawal that overtook it, whose mark made
+-- the key, with a TTL) counts in the field "#", which the opening adds in:
+-- its Locker counted it when Redis answered, and a count that fell short
+-- for it would read as a rollback. It grows memory: a call admitted at full
 -- memory runs it after its first write.
 local function countWrite(token)
   local key = sessionKey(token)
-  if redis.call('HINCRBY', key, '', 1) == 1 then redis.call('HDEL', key, '') end
+  if redis.call('HINCRBY', key, '', 1) == 1 then
+    redis.call('HDEL', key, '')
+    if redis.call('EXISTS', key) == 1 then redis.call('HINCRBY', key, '#', 1) end
+  end
 end
 -- fence.lua: fencing tokens.
 
@@ -280,11 +289,14 @@ local function pop(list, token) redis.call('LREM', list, 1, token) end
 -- Whether this call took waiters off the queue, for emptied.
 local tookOff = false
 
+-- A waiter whose line expired before orderKey (only its own Locker keeps
+-- its line, every Locker orderKey: a dead waiter's line can go first) is
+-- the head once no line has one, so that the grant loop drops it.
 local function nextHead()
   local first, score = firstWaiter()
   if not first then return nil end
   if score >= 0 then return first, '' end
-  return pickLane(function(lane) return peek(laneKey(lane)), '' end)
+  return pickLane(function(lane) return peek(laneKey(lane)), '' end) or first, ''
 end
 
 local function popHead(token)

@@ -45,7 +45,9 @@ end
 --                                     does (TTL: the Locker's lease TTL).
 --                                     Its field "" is always there: it
 --                                     counts the session's calls that
---                                     Redis must not lose (countWrite).
+--                                     Redis must not lose (countWrite);
+--                                     its field "#" those that came
+--                                     before the session opened.
 --                                     A field named by a token marks it:
 --                                       "u"  a grant to a waiter that its
 --                                            Locker has not taken up yet:
@@ -167,6 +169,9 @@ local function waiting() return redis.call('ZCARD', orderKey) end
 --   keepLine(token)              keep a waiter's line keepTTL ms more
 --   chargeHolds()                charge the holders' groups for the time
 --                                held so far (the scan's)
+--   forgetVanished()             forget the grouped parties that neither
+--                                hold nor wait, lost in a rollback (the
+--                                scan's)
 -- and this one also emptied(anyway): did this call take the last waiter
 -- off (with anyway, is nobody waiting).
 --   setGrouping(parties, limit)  the groups' state, read by openStore
