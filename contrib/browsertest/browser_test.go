@@ -111,6 +111,25 @@ func (tb *tab) do(actions ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
+// click clicks the element css finds, with the mouse, within 10 s. The
+// page renders its rows anew at each reading (every 200 ms here), which
+// can replace the element between chromedp's query and its click ("Could
+// not find node with given id"): then it clicks the new one.
+func (tb *tab) click(css string) {
+	tb.t.Helper()
+	ctx, cancel := context.WithTimeout(tb.ctx, 10*time.Second)
+	defer cancel()
+	for {
+		err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(css)))
+		if err == nil {
+			return
+		}
+		if !strings.Contains(err.Error(), "Could not find node") || ctx.Err() != nil {
+			tb.t.Fatalf("click %s: %v", css, err)
+		}
+	}
+}
+
 // eval evaluates a JavaScript expression in the page, into out.
 func (tb *tab) eval(expression string, out any) {
 	tb.t.Helper()

@@ -30,7 +30,7 @@ func TestThousandLocks(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("1,000 locks in use: the first page of 20 drawn %.0f ms after the navigation started", shown)
-	tb.do(chromedp.Click(chromedp.ID("next")))
+	tb.click("#next")
 	tb.await("the next page", `document.getElementById('pageinfo').textContent + ': ' + document.querySelector('section.lock').dataset.name`,
 		"page 2 of 50: job:0020")
 	tb.do(chromedp.SendKeys(chromedp.ID("filter"), "job:09"))

@@ -19,10 +19,10 @@ func phone(tb *tab, s *scene) {
 	tb.do(chromedp.SendKeys(chromedp.ID("filter"), "invoice"))
 	tb.await("the filter", `[...document.querySelectorAll('section.lock')].map((s) => s.dataset.name)`, []string{"invoice:42"})
 	tb.shot("page-phone", false)
-	tb.do(chromedp.Click(chromedp.CSS(in("invoice:42", "table.holders button.danger"))))
+	tb.click(in("invoice:42", "table.holders button.danger"))
 	tb.await("the confirmation at a phone's width, what is wider than the screen", overflow, []string{})
 	tb.shot("page-confirm", false)
-	tb.do(chromedp.Click(chromedp.ID("confirm-cancel")))
+	tb.click("#confirm-cancel")
 }
 
 // overflow is the JavaScript that lists what is wider than the screen:

@@ -91,7 +91,7 @@ func forceRelease(tb *tab, s *scene) {
 	confirmation := `(() => { const d = document.getElementById('confirm'); return d.open ? d.textContent : ''; })()`
 	var token string
 	tb.eval(`document.querySelector(`+jsString(in("invoice:42", "table.holders tbody tr"))+`).dataset.token`, &token)
-	tb.do(chromedp.Click(chromedp.CSS(button)))
+	tb.click(button)
 	var asked string
 	tb.eval(confirmation, &asked)
 	for _, want := range []string{"End this lease?", token, `("on-call fix")`, `first `, `("billing-2c1d pid 388")`} {
@@ -99,14 +99,15 @@ func forceRelease(tb *tab, s *scene) {
 			tb.t.Errorf("the confirmation lacks %q: %q", want, asked)
 		}
 	}
-	tb.do(chromedp.Click(chromedp.ID("confirm-cancel")))
+	tb.click("#confirm-cancel")
 	tb.await("the confirmation, cancelled", confirmation, "")
 	time.Sleep(3 * refresh) // three readings more: nothing was sent
 	if got := s.holderOf(tb.t, "invoice:42").Metadata; got != "on-call fix" || len(s.posts.take()) != 0 {
 		tb.t.Fatalf("a cancelled release changed the holder to %q", got)
 	}
 
-	tb.do(chromedp.Click(chromedp.CSS(button)), chromedp.Click(chromedp.ID("confirm-end")))
+	tb.click(button)
+	tb.click("#confirm-end")
 	tb.await("confirmed: the next waiter is granted", rowsOf("invoice:42"),
 		rows{[]string{"billing-2c1d pid 388"}, []string{"retry worker 3", "late job"}})
 	var toast string
