@@ -1188,3 +1188,28 @@ func TestLostWaiterLeavesNoGroupBehind(t *testing.T) {
 	s, _ := await(t, waiting, heartbeat+slack)
 	released(t, s)
 }
+
+// A groups set lost while the state lives on (a rollback drops the keys
+// whose TTL passed as Redis loads, and every call keeps the state, only
+// some the sets) leaves the state counting a group as placed that no set
+// lists: its waiters, and everyone behind them in their lane, would never
+// be granted. The scan puts the sets back as the state says, within a
+// heartbeat.
+func TestLostGroupsSetStallsNobody(t *testing.T) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 20*time.Second)
+	semA := groupSem(t, newLocker(t, srv.Client(t)), "torn", 1, 1)
+	semB := groupSem(t, newLocker(t, srv.Client(t)), "torn", 1, 1)
+	held := hold(t, groupPermits(semB, 1, "tenant-b"))
+	waiting := queueFor(t, ctx, groupPermits(semA, 1, "tenant-a"))
+	if err := rdb.Del(ctx, "fairlock:{torn}:sem:groups").Err(); err != nil {
+		t.Fatal(err)
+	}
+	released(t, held)
+	s, _ := await(t, waiting, heartbeat+slack)
+	if placed := rdb.HGet(ctx, "fairlock:{torn}:sem:state", "placed").Val(); placed != "" && placed != "0" {
+		t.Errorf("the state counts %s placed groups with nobody waiting", placed)
+	}
+	released(t, s)
+}

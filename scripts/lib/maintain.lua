@@ -61,7 +61,7 @@ local function maintain(everyHolder)
   if due then
     reapWaiters()
     chargeHolds()
-    forgetVanished()
+    mendGroups()
   end
   return freed
 end

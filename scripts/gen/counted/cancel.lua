@@ -379,6 +379,8 @@ end
 --                 scored by clock, so the next group of a lane is its first
 --                 member, in O(log G) for G groups. A grant moves its
 --                 group's score, not its member.
+--   placed        how many member fields there are: the scan's check that
+--                 the groups sets, other keys, still list them (mendGroups)
 -- and the idle set (base .. 'idle'), "<lane>:<group>" -> clock, the debts
 -- of forgotten groups, and each lane above 0's heads set (headsOfLane).
 
@@ -542,10 +544,12 @@ local function placeIn(group, r, lane, lineSame)
     r.clocks[lane] = startClock(group, r, lane)
     local member = string.format('%016d:', at) .. group
     redis.call('HSET', stateKey, laneField('m', group, lane), member, laneField('v', group, lane), clockText(r.clocks[lane]))
+    redis.call('HINCRBY', stateKey, 'placed', 1)
     r.members[lane] = member
   elseif was and not placed then
     redis.call('ZREM', groupsOfLane(lane), was)
     redis.call('HDEL', stateKey, laneField('m', group, lane))
+    redis.call('HINCRBY', stateKey, 'placed', -1)
     r.members[lane], r.scores[lane] = nil, nil
   end
   if placed and r.scores[lane] ~= r.clocks[lane] then
@@ -602,7 +606,7 @@ local function partyLeft(token, group)
   redis.call('HDEL', stateKey, 'g:' .. token, 't:' .. token)
   groupedParties = redis.call('HINCRBY', stateKey, 'grouped', -1)
   if groupedParties > 0 then return end
-  local gone, sets = {'grouped', 'mean'}, {idleKey}
+  local gone, sets = {'grouped', 'mean', 'placed'}, {idleKey}
   for _, g in ipairs({'', group}) do
     for _, f in ipairs({'h:', 'e:', 'w:', 'l:'}) do gone[#gone + 1] = f .. g end
   end

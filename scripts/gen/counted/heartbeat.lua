@@ -390,6 +390,8 @@ end
 --                 scored by clock, so the next group of a lane is its first
 --                 member, in O(log G) for G groups. A grant moves its
 --                 group's score, not its member.
+--   placed        how many member fields there are: the scan's check that
+--                 the groups sets, other keys, still list them (mendGroups)
 -- and the idle set (base .. 'idle'), "<lane>:<group>" -> clock, the debts
 -- of forgotten groups, and each lane above 0's heads set (headsOfLane).
 
@@ -553,10 +555,12 @@ local function placeIn(group, r, lane, lineSame)
     r.clocks[lane] = startClock(group, r, lane)
     local member = string.format('%016d:', at) .. group
     redis.call('HSET', stateKey, laneField('m', group, lane), member, laneField('v', group, lane), clockText(r.clocks[lane]))
+    redis.call('HINCRBY', stateKey, 'placed', 1)
     r.members[lane] = member
   elseif was and not placed then
     redis.call('ZREM', groupsOfLane(lane), was)
     redis.call('HDEL', stateKey, laneField('m', group, lane))
+    redis.call('HINCRBY', stateKey, 'placed', -1)
     r.members[lane], r.scores[lane] = nil, nil
   end
   if placed and r.scores[lane] ~= r.clocks[lane] then
@@ -613,7 +617,7 @@ local function partyLeft(token, group)
   redis.call('HDEL', stateKey, 'g:' .. token, 't:' .. token)
   groupedParties = redis.call('HINCRBY', stateKey, 'grouped', -1)
   if groupedParties > 0 then return end
-  local gone, sets = {'grouped', 'mean'}, {idleKey}
+  local gone, sets = {'grouped', 'mean', 'placed'}, {idleKey}
   for _, g in ipairs({'', group}) do
     for _, f in ipairs({'h:', 'e:', 'w:', 'l:'}) do gone[#gone + 1] = f .. g end
   end
@@ -792,14 +796,16 @@ local function chargeHolds()
   for group in pairs(moved) do place(group, true) end
 end
 
--- forgetVanished forgets the grouped parties that neither hold nor wait:
--- a rollback can lose the order set or the holders' key and keep the
--- state (Redis drops, as it loads, the keys whose TTL passed, and other
--- calls keep the state than the queue's keys), and their groups would stay
--- for as long as the lock is in use. Once a scan, at the cost of two
--- counts, when the state counts more grouped parties than the lock has.
+-- A rollback can tear the groups' keys apart: Redis drops, as it loads,
+-- the keys whose TTL passed, and other calls keep the state than the
+-- queue's keys. mendGroups, the scan's, mends what it tore.
+
+-- forgetVanished forgets the grouped parties that neither hold nor wait
+-- (the order set or the holders' key lost): their groups would stay for
+-- as long as the lock is in use. At the cost of two counts, HKEYS only
+-- when the state counts more grouped parties than the lock has.
 local function forgetVanished()
-  if groupedParties == 0 or groupedParties <= waiting() + redis.call('ZCARD', holdersKey) then return end
+  if groupedParties <= waiting() + redis.call('ZCARD', holdersKey) then return end
   for _, field in ipairs(redis.call('HKEYS', stateKey)) do
     local token = string.match(field, '^g:(.*)$')
     if token and not waits(token) and not redis.call('ZSCORE', holdersKey, token) then
@@ -808,6 +814,42 @@ local function forgetVanished()
       redis.call('HDEL', stateKey, field)
     end
   end
+end
+
+-- placeAgain puts the groups sets back as the state says (a groups set
+-- lost): a group the state counts as placed but no set lists would never
+-- be granted, nor would anyone behind it in its lane. At the cost of a
+-- count per lane, HKEYS only when the sets list other than the state's
+-- count of members. Each group the state knows is placed anew, from its
+-- lines (and forgotten if it has nobody and nothing), at its own clock or
+-- its lane's, whichever is later, as one that comes back.
+local function placeAgain()
+  local listed = 0
+  for lane = 0, 9 do listed = listed + redis.call('ZCARD', groupsOfLane(lane)) end
+  if listed == (tonumber(redis.call('HGET', stateKey, 'placed')) or 0) then return end
+  local sets, members, known = {}, {'placed'}, {}
+  for lane = 0, 9 do
+    sets[#sets + 1] = groupsOfLane(lane)
+    if lane > 0 then sets[#sets + 1] = headsOfLane(lane) end
+  end
+  for _, field in ipairs(redis.call('HKEYS', stateKey)) do
+    local kind, group = string.match(field, '^(%a%d?):(.*)$')
+    if kind == 'w' or kind == 'h' then known[group] = true end
+    if kind and string.sub(kind, 1, 1) == 'm' then
+      known[group] = true
+      members[#members + 1] = field
+    end
+  end
+  redis.call('DEL', unpack(sets))
+  redis.call('HDEL', stateKey, unpack(members))
+  groups = {}
+  for group in pairs(known) do place(group) end
+end
+
+local function mendGroups()
+  if groupedParties == 0 then return end
+  forgetVanished()
+  if groupedParties > 0 then placeAgain() end
 end
 
 local function keepQueue()
@@ -1091,7 +1133,7 @@ local function maintain(everyHolder)
   if due then
     reapWaiters()
     chargeHolds()
-    forgetVanished()
+    mendGroups()
   end
   return freed
 end

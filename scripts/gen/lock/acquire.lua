@@ -401,7 +401,7 @@ local function groupOf() return '' end
 
 local function chargeHolds() end
 
-local function forgetVanished() end
+local function mendGroups() end
 
 local function lineOf(token) return laneKey(laneOf(token)) end
 -- lock/store.lua: the mutex's holder store. The holder is the string key
@@ -604,7 +604,7 @@ local function maintain(everyHolder)
   if due then
     reapWaiters()
     chargeHolds()
-    forgetVanished()
+    mendGroups()
   end
   return freed
 end

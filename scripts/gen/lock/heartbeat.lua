@@ -350,7 +350,7 @@ local function groupOf() return '' end
 
 local function chargeHolds() end
 
-local function forgetVanished() end
+local function mendGroups() end
 
 local function lineOf(token) return laneKey(laneOf(token)) end
 
@@ -562,7 +562,7 @@ local function maintain(everyHolder)
   if due then
     reapWaiters()
     chargeHolds()
-    forgetVanished()
+    mendGroups()
   end
   return freed
 end

@@ -169,9 +169,8 @@ local function waiting() return redis.call('ZCARD', orderKey) end
 --   keepLine(token)              keep a waiter's line keepTTL ms more
 --   chargeHolds()                charge the holders' groups for the time
 --                                held so far (the scan's)
---   forgetVanished()             forget the grouped parties that neither
---                                hold nor wait, lost in a rollback (the
---                                scan's)
+--   mendGroups()                 mend what a rollback tore in the groups'
+--                                keys (the scan's)
 -- and this one also emptied(anyway): did this call take the last waiter
 -- off (with anyway, is nobody waiting).
 --   setGrouping(parties, limit)  the groups' state, read by openStore
