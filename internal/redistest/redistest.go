@@ -8,11 +8,14 @@ package redistest
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,14 +54,29 @@ func Binary(t testing.TB) string {
 // the test ends.
 func Start(t testing.TB, args ...string) *Server {
 	t.Helper()
-	s := &Server{Port: FreePort(t), args: args, dir: t.TempDir()}
-	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
-	s.start(t)
+	s := &Server{args: args, dir: t.TempDir()}
 	t.Cleanup(s.Kill)
-	return s
+	// Tests run side by side, in this process and in the other packages'
+	// test binaries: a port free a moment ago may be another server's by
+	// the time ours binds it. Then that one answers, and ours is started
+	// again on another port.
+	for tries := 1; ; tries++ {
+		s.Port = FreePort(t)
+		s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(s.Port))
+		err := s.start(t)
+		if err == nil {
+			return s
+		}
+		if tries == 5 {
+			t.Fatal(err)
+		}
+	}
 }
 
-func (s *Server) start(t testing.TB) {
+// start launches the server on its port and waits until it answers. A
+// server that cannot take its port is an error; one that does not answer
+// ends the test.
+func (s *Server) start(t testing.TB) error {
 	t.Helper()
 	argv := append([]string{
 		"--port", strconv.Itoa(s.Port),
@@ -79,10 +97,14 @@ func (s *Server) start(t testing.TB) {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-		err := c.Ping(ctx).Err()
+		info, err := c.Info(ctx, "server").Result()
 		cancel()
 		if err == nil {
-			return
+			if pid := infoField(info, "process_id"); pid != strconv.Itoa(s.PID()) {
+				s.cmd.Process.Kill() //nolint:errcheck // it may have exited already
+				return fmt.Errorf("redis-server on %s: another server (pid %s) answers there", s.Addr, pid)
+			}
+			return nil
 		}
 		if time.Now().After(deadline) {
 			s.Kill()
@@ -91,6 +113,24 @@ func (s *Server) start(t testing.TB) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// mustStart starts the server again on its own port, as a restart does.
+func (s *Server) mustStart(t testing.TB) {
+	t.Helper()
+	if err := s.start(t); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// infoField is the value of field in an INFO reply.
+func infoField(info, field string) string {
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), field+":"); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // Client returns a go-redis client for the server, closed when the test ends.
@@ -114,22 +154,31 @@ func (s *Server) Kill() {
 func (s *Server) Restart(t testing.TB) {
 	t.Helper()
 	s.Kill()
-	s.start(t)
+	s.mustStart(t)
 }
 
 // PID is the process id of the running server.
 func (s *Server) PID() int { return s.cmd.Process.Pid }
 
-// FreePort returns a loopback TCP port that was free a moment ago.
+// FreePort returns a loopback TCP port that was free a moment ago, and
+// that FreePort has not returned before in this process: a server killed
+// to be restarted on its port must find it free.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("free port: %v", err)
+	for {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatalf("free port: %v", err)
+		}
+		port := ln.Addr().(*net.TCPAddr).Port
+		ln.Close()
+		if _, taken := issuedPorts.LoadOrStore(port, true); !taken {
+			return port
+		}
 	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
+
+var issuedPorts sync.Map
 
 func portOpen(addr string) bool {
 	c, err := net.DialTimeout("tcp", addr, 50*time.Millisecond)
@@ -142,3 +191,16 @@ func portOpen(addr string) bool {
 
 // String names the server in test logs.
 func (s *Server) String() string { return fmt.Sprintf("redis-server %s (pid %d)", s.Addr, s.PID()) }
+
+// DefaultParallel makes n the number of tests that run side by side, unless
+// the command line's -parallel says otherwise: for a TestMain, before
+// m.Run. Tests that each have their own servers, and spend their time
+// waiting on TTLs rather than on the CPU, gain from more than GOMAXPROCS.
+func DefaultParallel(n int) {
+	flag.Parse()
+	explicit := false
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
+	if !explicit {
+		flag.Set("test.parallel", strconv.Itoa(n)) //nolint:errcheck // a flag of package testing
+	}
+}

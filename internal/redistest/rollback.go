@@ -114,7 +114,7 @@ func (p *Pair) Failover(t testing.TB) {
 	// old one as its replica.
 	p.Primary.args = withoutReplicaOf(p.Primary.args)
 	old.args = append(withoutReplicaOf(old.args), "--replicaof", "127.0.0.1", strconv.Itoa(p.Primary.Port))
-	old.start(t)
+	old.mustStart(t)
 }
 
 // withoutReplicaOf is a server's arguments without "--replicaof host port".
@@ -156,5 +156,5 @@ func (s *Server) Save(t testing.TB) {
 func (s *Server) RestartFromSnapshot(t testing.TB) {
 	t.Helper()
 	s.Kill()
-	s.start(t)
+	s.mustStart(t)
 }
