@@ -6,10 +6,11 @@ import (
 )
 
 func TestQuoteName(t *testing.T) {
+	t.Parallel()
 	for name, want := range map[string]string{
 		"account:42":                             `"account:42"`,
 		strings.Repeat("a", quotedNameLen):       `"` + strings.Repeat("a", quotedNameLen) + `"`,
-		strings.Repeat("b", 600<<20):             `"` + strings.Repeat("b", quotedNameLen) + `…" (600 MiB)`,
+		strings.Repeat("b", 3<<20):               `"` + strings.Repeat("b", quotedNameLen) + `…" (3 MiB)`,
 		strings.Repeat("c", 4608):                `"` + strings.Repeat("c", quotedNameLen) + `…" (4.5 KiB)`,
 		strings.Repeat("é", quotedNameLen):       `"` + strings.Repeat("é", quotedNameLen/2) + `…" (64 bytes)`,
 		"x" + strings.Repeat("é", quotedNameLen): `"x` + strings.Repeat("é", quotedNameLen/2-1) + `…" (65 bytes)`,
