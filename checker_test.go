@@ -390,6 +390,7 @@ func runCheckerCases(t *testing.T, cases []checkerCase) {
 // TestChecker makes sure the checker reads histories as it claims, and
 // words what the shared checks find (internal/history tests them).
 func TestChecker(t *testing.T) {
+	t.Parallel()
 	m := mutexReq
 	// a holds; b, then c, queue behind it; the lock passes to first, then
 	// to second.
@@ -431,6 +432,7 @@ func TestChecker(t *testing.T) {
 // TestCheckerKinds makes sure the checker reads semaphore and read-write
 // lock histories as it claims: permits, kills, losses, kinds of one name.
 func TestCheckerKinds(t *testing.T) {
+	t.Parallel()
 	sem := func(n int) Req { return semReq(3, n) }
 	kill := func(tm int64, proc string) Ev { return Ev{T: tm * 1000, Proc: proc, Kind: "kill"} }
 	// a holds all 3 permits; b queues for 3, then c for 1, and c is granted

@@ -65,6 +65,7 @@ func newLockers(t *testing.T, n int, client func() redis.UniversalClient, opts .
 // TestCluster runs the core behaviours against a 3-primary/3-replica
 // Redis Cluster through redis.NewClusterClient.
 func TestCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a Redis Cluster")
 	}
@@ -1332,6 +1333,7 @@ func lostGrantScenario(t *testing.T, what string, client func() redis.UniversalC
 // that the waiters carry on after its replica is promoted; then, on another
 // shard, it measures lost grants with replication stalled.
 func TestClusterFailover(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a Redis Cluster")
 	}
@@ -1400,6 +1402,7 @@ func TestClusterFailover(t *testing.T) {
 // TestSentinelFailover does the same through redis.NewFailoverClient, on a
 // primary, a replica and three sentinels (a fresh setup per scenario).
 func TestSentinelFailover(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts Redis Sentinel")
 	}

@@ -504,7 +504,7 @@ func (e *env) dumpHistory() {
 // ---------------------------------------------------------------------------
 // 1. FIFO across processes.
 
-func TestFault01_FIFOAcrossProcesses(t *testing.T) { faultFIFO(t, mutexKind, 8, 7) }
+func TestFault01_FIFOAcrossProcesses(t *testing.T) { t.Parallel(); faultFIFO(t, mutexKind, 8, 7) }
 
 // faultFIFO queues perProc waiters of each of procs processes, in a random
 // order, behind the parent's hold of everything, and checks they are
@@ -552,6 +552,7 @@ func faultFIFO(t *testing.T, k kind, procs, perProc int) {
 // 2. Contention: processes × goroutines on one lock.
 
 func TestFault02_Contention(t *testing.T) {
+	t.Parallel()
 	d := 10 * time.Second
 	if testing.Short() {
 		d = 3 * time.Second
@@ -648,7 +649,7 @@ func faultContention(t *testing.T, k kind, procs, gor int, d time.Duration) {
 // ---------------------------------------------------------------------------
 // 3. SIGKILL of the holder.
 
-func TestFault03_KillHolder(t *testing.T) { faultKillHolder(t, mutexKind, 3) }
+func TestFault03_KillHolder(t *testing.T) { t.Parallel(); faultKillHolder(t, mutexKind, 3) }
 
 // faultKillHolder SIGKILLs a holder with a waiter queued behind it, trials
 // times, taking the kind's holder/waiter pairs in turn: the waiter must be
@@ -691,7 +692,7 @@ func faultKillHolder(t *testing.T, k kind, trials int) {
 // ---------------------------------------------------------------------------
 // 4. SIGKILL of waiters: at the head, in the middle, just as granted.
 
-func TestFault04_KillWaiters(t *testing.T) { faultKillWaiters(t, mutexKind) }
+func TestFault04_KillWaiters(t *testing.T) { t.Parallel(); faultKillWaiters(t, mutexKind) }
 
 // faultKillWaiters SIGKILLs a waiter at the head, in the middle, just as
 // it is granted, and as its Acquire returns: the others must be granted
@@ -769,7 +770,7 @@ func faultKillWaiters(t *testing.T, kd kind) {
 // ---------------------------------------------------------------------------
 // 5. SIGSTOP of the holder past its lease, then SIGCONT.
 
-func TestFault05_PausedHolderFencing(t *testing.T) { faultPausedHolder(t, mutexKind) }
+func TestFault05_PausedHolderFencing(t *testing.T) { t.Parallel(); faultPausedHolder(t, mutexKind) }
 
 // faultPausedHolder SIGSTOPs a holder past its lease, with a waiter it
 // blocks, then resumes it: the waiter is granted within lease TTL +
@@ -847,7 +848,7 @@ func faultPausedHolder(t *testing.T, k kind) {
 // 6. CLIENT KILL TYPE pubsub during a drain, and a release landing between
 // enqueue and subscribe.
 
-func TestFault06_PubSubKills(t *testing.T) { faultPubSubKills(t, mutexKind, 15) }
+func TestFault06_PubSubKills(t *testing.T) { t.Parallel(); faultPubSubKills(t, mutexKind, 15) }
 
 // faultPubSubKills kills every pub/sub connection during a drain, and
 // releases a lock between a fresh Locker's enqueue and its subscription,
@@ -915,7 +916,7 @@ func faultPubSubKills(t *testing.T, k kind, trials int) {
 // ---------------------------------------------------------------------------
 // 7. Redis SIGKILL and restart without persistence.
 
-func TestFault07_RedisRestart(t *testing.T) { faultRedisRestart(t, mutexKind) }
+func TestFault07_RedisRestart(t *testing.T) { t.Parallel(); faultRedisRestart(t, mutexKind) }
 
 // faultRedisRestart kills Redis under a holder and three waiters and starts
 // it empty: the holder sees ErrLost within its lease, each waiter is granted
@@ -980,7 +981,7 @@ func faultRedisRestart(t *testing.T, k kind) {
 // ---------------------------------------------------------------------------
 // 8. SCRIPT FLUSH during a drain.
 
-func TestFault08_ScriptFlush(t *testing.T) { faultScriptFlush(t, mutexKind) }
+func TestFault08_ScriptFlush(t *testing.T) { t.Parallel(); faultScriptFlush(t, mutexKind) }
 
 // faultScriptFlush flushes the script cache every 7 ms during a drain of
 // 20: no error, FIFO, and the drain within its bound.
@@ -1018,7 +1019,7 @@ func faultScriptFlush(t *testing.T, k kind) {
 // ---------------------------------------------------------------------------
 // 9. Cancellation at random moments.
 
-func TestFault09_CancellationTrials(t *testing.T) { faultCancellation(t, mutexKind) }
+func TestFault09_CancellationTrials(t *testing.T) { t.Parallel(); faultCancellation(t, mutexKind) }
 
 // faultCancellation runs 1,000 trials (200 with -short) of a waiter
 // queued behind a hold of everything and cancelled at a random moment:
@@ -1227,6 +1228,7 @@ func spin(d time.Duration) {
 // 10. The slow network: a TCP proxy that adds latency and cuts connections.
 
 func TestFault10_SlowNetwork(t *testing.T) {
+	t.Parallel()
 	// A lease of 1 s: its local end comes a tenth of it (100 ms) before
 	// Redis's, the margin a holder needs to hear of a loss first, on a
 	// machine loaded enough to delay a process for tens of milliseconds.
@@ -1481,7 +1483,10 @@ func TestFault10_SlowNetwork(t *testing.T) {
 // the next waiter take the lock, then resumes it. Acquire in the resumed
 // process must not return a lease that Redis no longer gives it: it either
 // queues anew or returns a lease its token really holds.
-func TestFault11_PausedWaiterGetsStaleGrant(t *testing.T) { faultPausedWaiter(t, mutexKind) }
+func TestFault11_PausedWaiterGetsStaleGrant(t *testing.T) {
+	t.Parallel()
+	faultPausedWaiter(t, mutexKind)
+}
 
 // faultPausedWaiter is TestFault11's scenario on kind k: the paused head
 // and the waiter behind it ask for one of the kind's pairs, so that the
@@ -1537,6 +1542,7 @@ func faultPausedWaiter(t *testing.T, k kind) {
 // 12. Close in a process that holds one lock and waits for another.
 
 func TestFault12_CloseHandsOverAtOnce(t *testing.T) {
+	t.Parallel()
 	const lease, waiterTTL = time.Second, time.Second
 	e := newEnv(t, lease, waiterTTL)
 	held, waited := "closeheld", "closewaited"

@@ -16,6 +16,7 @@ import (
 // The ACL rule of docs/operations.md is enough for everything a lock user
 // does: the commands inside the scripts are checked against it too.
 func TestACLRuleIsEnough(t *testing.T) {
+	t.Parallel()
 	primary := redistest.Start(t, "--repl-diskless-sync-delay", "0")
 	replica := redistest.Start(t, "--replicaof", "127.0.0.1", fmt.Sprint(primary.Port))
 	primary.SetUser(t, redistest.DocACLRule(t, "../docs/operations.md", "fairlock-app"))
@@ -126,6 +127,7 @@ func TestACLRuleIsEnough(t *testing.T) {
 
 // A user without the rule gets an error from its first call, promptly.
 func TestACLWithoutTheRule(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	srv.SetUser(t, "ACL SETUSER elsewhere on >pw resetkeys resetchannels ~other:* &other:* +@all")
 	srv.SetUser(t, "ACL SETUSER nothing on >pw -@all")
@@ -160,6 +162,7 @@ func TestACLWithoutTheRule(t *testing.T) {
 // that hands the lock on says that the hand-off was written and only its
 // notification was refused.
 func TestACLWithoutTheChannels(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	srv.SetUser(t, "ACL SETUSER nochannels on >pw resetkeys resetchannels ~fairlock:* +@all")
 	ctx := withTimeout(t, 20*time.Second)
@@ -207,6 +210,7 @@ func TestACLWithoutTheChannels(t *testing.T) {
 // (EventHeartbeatFailed), not dropped: the documented rule once lacked
 // MGET, and nothing said so.
 func TestLeaseReadBackRefusalIsReported(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	srv.SetUser(t, strings.Replace(redistest.DocACLRule(t, "../docs/operations.md", "fairlock-app"), " +mget", "", 1))
 	refused := make(chan fairlock.Event, 16)

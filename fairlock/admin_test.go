@@ -14,6 +14,7 @@ import (
 )
 
 func TestInspectListsLiveWaitersInOrder(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 20*time.Second)
@@ -113,6 +114,7 @@ func liveSession(t testing.TB, rdb *redis.Client, id string, d time.Duration) st
 }
 
 func TestInspectIsBounded(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 20*time.Second)
@@ -145,6 +147,7 @@ func TestInspectIsBounded(t *testing.T) {
 // A forced release hands the lock on as a release would; the old holder
 // learns at its next heartbeat: ErrLost on its lease, ErrNotHeld after.
 func TestForceRelease(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	old, next, admin := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
@@ -180,6 +183,7 @@ func TestForceRelease(t *testing.T) {
 }
 
 func TestForceReleaseWithNobodyWaiting(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 10*time.Second)
 	l := newLocker(t, srv.Client(t))
@@ -198,6 +202,7 @@ func TestForceReleaseWithNobodyWaiting(t *testing.T) {
 // Every kind: one holder ended by token, or all of them, grants whoever
 // now fits, and every ended holder is told.
 func TestForceReleaseEveryKind(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	holders, waiters, admin := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
@@ -250,6 +255,7 @@ func TestForceReleaseEveryKind(t *testing.T) {
 }
 
 func TestNames(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 10*time.Second)
 	l := newLocker(t, srv.Client(t))

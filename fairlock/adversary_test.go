@@ -31,6 +31,7 @@ var renewSHA = redis.NewScript(scripts.Renew).Hash()
 // dead waiters and writes it anew: the queue must keep the longer TTL, so
 // that the waiters of the other Lockers keep their places and FIFO holds.
 func TestShortTTLLockerKeepsTheQueue(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 40*time.Second)
@@ -116,6 +117,7 @@ func (h *stallHook) lastRenewal() time.Time {
 // local deadline must not outlive the session Redis has: the waiter's lease
 // ends before anyone else is granted.
 func TestGrantWhileRenewalsStall(t *testing.T) {
+	t.Parallel()
 	const ttl = 600 * time.Millisecond // a heartbeat of 200 ms, a margin of 60 ms
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
@@ -198,6 +200,7 @@ func setFullMemory(t testing.TB, rdb *redis.Client, full bool) {
 // permits stay its own for as long as it renews them, and a waiter is
 // granted what a holder that stopped renewing left.
 func TestFullMemoryKeepsThePartiesIn(t *testing.T) {
+	t.Parallel()
 	// A lease's record lives 30 × 300 ms = 9 s. A heartbeat every 100 ms:
 	// a renewal answered within 270 ms keeps the lease, so a stall of the
 	// process under -race on a busy machine shorter than about 170 ms does
@@ -311,6 +314,7 @@ func renewAtFullMemory(t *testing.T, ctx context.Context, rdb *redis.Client, ttl
 // withdrew reaches Redis late: it must not queue or take the lock, on the
 // fast path, on the script's path, and for a semaphore.
 func TestRequestAfterItsCancel(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 60*time.Second)
 	px := redistest.StartProxy(t, srv.Addr)
@@ -391,6 +395,7 @@ func TestRequestAfterItsCancel(t *testing.T) {
 // A waiter whose process dies just as it is granted holds the lock for its
 // waiter TTL, not its lease TTL: its Locker never took the grant up.
 func TestWaiterKilledAsGranted(t *testing.T) {
+	t.Parallel()
 	const lease, waiter = 5 * time.Second, 450 * time.Millisecond // a heartbeat of 150 ms
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 30*time.Second)
@@ -451,6 +456,7 @@ func TestWaiterKilledAsGranted(t *testing.T) {
 // Close is bounded by its context when Redis cannot be reached, however
 // many leases the Locker holds, and Close without one by the waiter TTL.
 func TestCloseWithRedisGone(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	for _, n := range []int{1, 4} {
 		for _, how := range []string{"Shutdown", "Close"} {
@@ -493,6 +499,7 @@ func TestCloseWithRedisGone(t *testing.T) {
 // longer TTL) are refused above MaxTTL, with ErrInvalid, rather than left
 // to overflow; MaxTTL itself works.
 func TestTTLsAboveTheMaximum(t *testing.T) {
+	t.Parallel()
 	rdb := redistest.Start(t).Client(t)
 	tenYears := 10 * 365 * 24 * time.Hour
 	for _, opt := range []fairlock.Option{fairlock.WithLeaseTTL(tenYears), fairlock.WithWaiterTTL(tenYears),
@@ -530,6 +537,7 @@ func TestTTLsAboveTheMaximum(t *testing.T) {
 // A lost answer is asked about (recover.lua), and the answer is only as
 // good as what Redis still has. Each case was found by the state machine.
 func TestLostAnswersAreAskedAbout(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 30*time.Second)
@@ -599,6 +607,7 @@ func TestLostAnswersAreAskedAbout(t *testing.T) {
 // Extend never shortens a lease: an extension the network delays must not
 // cut a later one short.
 func TestExtendNeverShortens(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 10*time.Second)
 	l := newLocker(t, srv.Client(t), fairlock.WithAutoRenew(false))
@@ -635,6 +644,7 @@ func TestExtendNeverShortens(t *testing.T) {
 // waiter is granted at once, and once no line has a head, the grant loop
 // takes A's token for the head, and drops it, dead.
 func TestDeadWaiterOutlivesItsLine(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 20*time.Second)

@@ -22,6 +22,7 @@ var updateAPI = flag.Bool("update-api", false, "write the exported API to testda
 //
 //	go test -run TestAPI ./fairlock/ -update-api
 func TestAPI(t *testing.T) {
+	t.Parallel()
 	got := exportedAPI(t, ".") + "\n" + exportedAPI(t, "fairlocktest")
 	if *updateAPI {
 		if err := os.WriteFile("testdata/api.txt", []byte(got), 0o644); err != nil {

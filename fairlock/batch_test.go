@@ -116,6 +116,7 @@ func (w *batchWorld) holdsWhatItSays(t *testing.T, names []string, out []result)
 // run it): each call finds out what became of its own request (recover.lua)
 // and is granted, as it would be alone.
 func TestBatchRepliesLost(t *testing.T) {
+	t.Parallel()
 	w := newBatchWorld(t)
 	names := namesOf("lost", batchedCalls)
 	out := w.batch(t, contexts(t, len(names)), names, func() { w.px.DropReplyTo("{lost-0}") })
@@ -134,6 +135,7 @@ func TestBatchRepliesLost(t *testing.T) {
 // Redis ran it: each call is told its request is withdrawn, and queues
 // again, and is granted.
 func TestBatchConnectionCut(t *testing.T) {
+	t.Parallel()
 	w := newBatchWorld(t)
 	names := namesOf("cut", batchedCalls)
 	out := w.batch(t, contexts(t, len(names)), names, func() {
@@ -158,6 +160,7 @@ func TestBatchConnectionCut(t *testing.T) {
 // once with its context's error and holds nothing, and the others are
 // granted.
 func TestBatchCallCancelled(t *testing.T) {
+	t.Parallel()
 	w := newBatchWorld(t)
 	names := namesOf("cancel", batchedCalls)
 	ctxs := contexts(t, len(names))
@@ -178,6 +181,7 @@ func TestBatchCallCancelled(t *testing.T) {
 // One call of a batch is refused by Redis (a semaphore's capacity that
 // does not match the one in use): it fails with ErrInvalid, alone.
 func TestBatchCallRefused(t *testing.T) {
+	t.Parallel()
 	w := newBatchWorld(t)
 	ctx := withTimeout(t, 30*time.Second)
 	sem, err := w.l.Semaphore("refused-sem", 2)

@@ -121,6 +121,7 @@ func (g *gaps) granted(at time.Time) {
 // was not granted either (at most 2 × capacity grants in it): then the
 // machine stalled both (CI saw 751 ms with -race beside other packages).
 func TestComebackBanksNoCredit(t *testing.T) {
+	t.Parallel()
 	const capacity, holdFor, away = 4, 5 * time.Millisecond, 1500 * time.Millisecond
 	for _, how := range []string{"idle", "long job"} {
 		t.Run(how, func(t *testing.T) {
@@ -173,6 +174,7 @@ func TestComebackBanksNoCredit(t *testing.T) {
 // about half the permit-time, not 8 grants in 9 (88%), which it got when
 // its debt was forgiven each time its line emptied.
 func TestDebtOutlivesAnEmptyLine(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 30*time.Second)
 	sem := func() *fairlock.Semaphore { return mustSem(t, loadLocker(t, srv), "debt", 1) }
@@ -193,6 +195,7 @@ func TestDebtOutlivesAnEmptyLine(t *testing.T) {
 // the other priority-0 group has caught up with the priority-9 group's
 // clock.
 func TestLaneStartsAtItsOwnClock(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 30*time.Second)
 	const capacity, holdFor = 2, 5 * time.Millisecond
@@ -231,6 +234,7 @@ func TestLaneStartsAtItsOwnClock(t *testing.T) {
 // group's head, whose waiters were young, and the request started at the
 // other lane's clock: neither was granted within 15 s.
 func TestAgingBoundsWaitsWithGroups(t *testing.T) {
+	t.Parallel()
 	const capacity, holdFor, aging = 2, 5 * time.Millisecond, 100 * time.Millisecond
 	for _, tc := range []struct {
 		name, streamGroup, probeGroup string
@@ -278,6 +282,7 @@ func TestAgingBoundsWaitsWithGroups(t *testing.T) {
 // wait and a constant, and at most IdleGroups debts. Before, each left 5
 // fields for good: 100,015 fields after 20,000 groups.
 func TestOneOffGroupsLeaveNothing(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 120*time.Second)

@@ -45,6 +45,7 @@ func waitEvents(t *testing.T, rec *fairlocktest.Recorder, name string, kind fair
 }
 
 func TestEventsReportWaitAndHold(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rec := fairlocktest.NewRecorder()
 	a, b := newLocker(t, srv.Client(t), rec.Option()), newLocker(t, srv.Client(t), rec.Option())
@@ -80,6 +81,7 @@ func TestEventsReportWaitAndHold(t *testing.T) {
 }
 
 func TestCancelledEventSaysWhyAndHowLong(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rec := fairlocktest.NewRecorder()
 	a := newLocker(t, srv.Client(t), rec.Option())
@@ -134,6 +136,7 @@ func TestCancelledEventSaysWhyAndHowLong(t *testing.T) {
 }
 
 func TestLostEventReportsHeld(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	rec := fairlocktest.NewRecorder()
@@ -158,6 +161,7 @@ func TestLostEventReportsHeld(t *testing.T) {
 // an EventCancelled that matches ErrPlaceLost, which is not the Acquire's
 // outcome, and the same Acquire is granted later.
 func TestPlaceLostIsNotAnOutcome(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	rec := fairlocktest.NewRecorder()
@@ -186,6 +190,7 @@ func TestPlaceLostIsNotAnOutcome(t *testing.T) {
 // A grant that Acquire gives up before returning it ends as EventCancelled,
 // and its lease, never handed out, reports no end of its own.
 func TestGivenUpGrantIsCancelledNotReleased(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rec := fairlocktest.NewRecorder()
 	l := newLocker(t, srv.Client(t), rec.Option(), fairlock.WithReplicaAck(1, 20*time.Millisecond))

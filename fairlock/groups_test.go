@@ -201,6 +201,7 @@ func withinOfMean(counts []int64, frac float64) (mean float64, worst float64, ok
 // quiet one is granted within 2 grants (it holds fewer permits), the noisy
 // one's requests are granted in arrival order, and nobody starves.
 func TestGroupNoisyNeighbour(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 60*time.Second)
 	const capacity, backlog, holdFor = 2, 100, 20 * time.Millisecond
@@ -297,6 +298,7 @@ func TestGroupNoisyNeighbour(t *testing.T) {
 // 2. Four tenants with 2, 3, 5 and 6 workers share 4 permits: each gets
 // the same number of grants, within 5%, whatever its number of workers.
 func TestGroupEqualShare(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	const capacity, run, holdFor = 4, 5 * time.Second, time.Millisecond
 	ctx := withTimeout(t, run+30*time.Second)
@@ -317,6 +319,7 @@ func TestGroupEqualShare(t *testing.T) {
 // another group, which would fit, waits for it, and so does the smaller
 // request behind it in its own group.
 func TestGroupHeadOfLine(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	sem := func() *fairlock.Semaphore { return mustSem(t, newLocker(t, srv.Client(t)), "hol", 3) }
@@ -348,6 +351,7 @@ func TestGroupHeadOfLine(t *testing.T) {
 // 1-permit requests of two others, which alone would keep some permits
 // taken at all times.
 func TestGroupLargeRequestNotStarved(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	const capacity, holdFor = 4, time.Millisecond
 	ctx := withTimeout(t, 60*time.Second)
@@ -410,6 +414,7 @@ func TestGroupLargeRequestNotStarved(t *testing.T) {
 // once, even alone; its second request waits while 2 permits are free,
 // and the other groups still get them.
 func TestGroupLimit(t *testing.T) {
+	t.Parallel()
 	t.Run("room-at-once", func(t *testing.T) {
 		// A request of another group, made while the permits are free and
 		// the only waiter's group is at its limit, is granted at once, not
@@ -577,6 +582,7 @@ func TestGroupLimit(t *testing.T) {
 // beside two tenants; once every grouped party has left, while ungrouped
 // ones still hold and wait, the semaphore is plain FIFO again.
 func TestGroupMixed(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	const capacity, run, holdFor = 3, 3 * time.Second, time.Millisecond
@@ -632,6 +638,7 @@ func TestGroupMixed(t *testing.T) {
 // and nobody waiting is forgotten, so that stretch leaves no trace (it
 // once left tenant-a's last-served stamp, and tenant-a lost every tie).
 func TestGroupTurnsAfterPlainInterlude(t *testing.T) {
+	t.Parallel()
 	for _, interlude := range []bool{false, true} {
 		name := "fresh"
 		if interlude {
@@ -701,6 +708,7 @@ func TestGroupTurnsAfterPlainInterlude(t *testing.T) {
 // while ungrouped parties keep the semaphore in use, and the tenant asks
 // again: the new request must be granted once the ungrouped ones leave.
 func TestGroupRetryAfterLastWaiterLeft(t *testing.T) {
+	t.Parallel()
 	for _, how := range []string{"cancelled", "died"} {
 		t.Run(how, func(t *testing.T) {
 			srv := redistest.Start(t)
@@ -753,6 +761,7 @@ func TestGroupRetryAfterLastWaiterLeft(t *testing.T) {
 // them no more. The time they were held until then is its group's use, as
 // any hold: the permits go to tenant-b, which used none.
 func TestGroupDeadHolder(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 30*time.Second)
@@ -789,6 +798,7 @@ func TestGroupDeadHolder(t *testing.T) {
 // 6b. A dead waiter at the head of its group is passed over: the next in
 // its group is granted, ahead of a later tenant.
 func TestGroupDeadWaiterAtHead(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 30*time.Second)
 	sem := func(c *redis.Client) *fairlock.Semaphore { return mustSem(t, newLocker(t, c), "deadhead", 1) }
@@ -819,6 +829,7 @@ func TestGroupDeadWaiterAtHead(t *testing.T) {
 // 6c. SCRIPT FLUSH with groups queued costs nothing; after a Redis restart
 // every live waiter, in every group, is granted in time.
 func TestGroupScriptFlushAndRestart(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 60*time.Second)
@@ -911,6 +922,7 @@ func TestGroupScriptFlushAndRestart(t *testing.T) {
 // 7. While grouped requests wait and hold, every key has a TTL; once
 // everyone left and the Lockers closed, only the fence key remains.
 func TestGroupKeysHaveTTLs(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 20*time.Second)
@@ -944,6 +956,7 @@ func TestGroupKeysHaveTTLs(t *testing.T) {
 // 8. Bad groups and limits fail at once with ErrInvalid, and nothing
 // reaches Redis.
 func TestGroupBadInput(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	client := srv.Client(t)
 	counter := &countCommands{}
@@ -1011,6 +1024,7 @@ func TestGroupBadInput(t *testing.T) {
 // 8b. Processes must agree on the group limit while the semaphore is in
 // use; once it is idle, a new one takes effect.
 func TestGroupLimitMismatch(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 20*time.Second)
@@ -1057,6 +1071,7 @@ func TestGroupLimitMismatch(t *testing.T) {
 
 // 9. Inspect and the events tell each holder's and waiter's group.
 func TestGroupInspect(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	var mu sync.Mutex
@@ -1130,6 +1145,7 @@ func TestGroupInspect(t *testing.T) {
 // who is no more. The state keeps no field of the lost holder, and its
 // Locker learns within a heartbeat that the lease is lost.
 func TestLostHoldersKeyFreesTheGroups(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 20*time.Second)
@@ -1162,6 +1178,7 @@ func TestLostHoldersKeyFreesTheGroups(t *testing.T) {
 // stay in the state until the semaphore goes idle, which a busy one never
 // does.
 func TestLostWaiterLeavesNoGroupBehind(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 20*time.Second)
@@ -1196,6 +1213,7 @@ func TestLostWaiterLeavesNoGroupBehind(t *testing.T) {
 // be granted. The scan puts the sets back as the state says, within a
 // heartbeat.
 func TestLostGroupsSetStallsNobody(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 20*time.Second)

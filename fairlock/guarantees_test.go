@@ -25,6 +25,7 @@ import (
 // is read, never popped and pushed back (which deleted a one-entry list and
 // made it anew without a TTL).
 func TestQueueKeepsItsTTLWhileTheHeadDoesNotFit(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 20*time.Second)
@@ -57,6 +58,7 @@ func TestQueueKeepsItsTTLWhileTheHeadDoesNotFit(t *testing.T) {
 // Do gives the lock back on every way out of fn, a panic included, for
 // every kind; a nil fn is ErrInvalid and takes nothing.
 func TestDoReleasesOnPanic(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	client := srv.Client(t)
@@ -109,6 +111,7 @@ func TestDoReleasesOnPanic(t *testing.T) {
 // gone before the call could ask (it fails and withdraws), a release whose
 // reply was lost, and a Redis restart.
 func TestFailedCallsHoldNothing(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 30*time.Second)
 	px := redistest.StartProxy(t, srv.Addr)
@@ -232,6 +235,7 @@ func TestFailedCallsHoldNothing(t *testing.T) {
 // Acquire starts again, a bounded number of times, and the grants it did
 // not hand out die with their session, so the lock is not left held.
 func TestLateGrantIsNotHandedOut(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	px := redistest.StartProxy(t, srv.Addr)
 	c := redis.NewClient(&redis.Options{Addr: px.Addr, ReadTimeout: 10 * time.Second})
@@ -259,6 +263,7 @@ func TestLateGrantIsNotHandedOut(t *testing.T) {
 // After a Redis restart, every Locker's first Acquire works, and none is
 // left holding a lock it was told it did not get.
 func TestFirstAcquiresAfterARestart(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 30*time.Second)
 	var ls []*fairlock.Locker
@@ -315,6 +320,7 @@ func waitWaitersOf(t testing.TB, l *fairlock.Locker, name string, n int) {
 // A Redis that may evict keys is refused for every kind, with a short error
 // that names the policy; WithUnsafeEviction accepts it with one warning.
 func TestEvictionPolicies(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		args  []string
 		risky bool
@@ -376,6 +382,7 @@ func TestEvictionPolicies(t *testing.T) {
 
 // A user whose ACL rule forbids INFO: the Locker goes on, with one warning.
 func TestEvictionCheckWithoutINFO(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	srv.SetUser(t, "ACL SETUSER noinfo on >pw ~* &* +@all -info")
 	ctx := withTimeout(t, 10*time.Second)
@@ -411,6 +418,7 @@ var regexpVersion = regexp.MustCompile(`redis_version:\d\.\d\.(\d+)`)
 // A Redis older than 7.0 gets a clear error that names the version needed,
 // before any script runs. The proxy makes the server say it is 6.2.
 func TestRedisTooOld(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	px := redistest.StartProxy(t, srv.Addr)
 	px.RewriteReplies(func(b []byte) []byte {
@@ -436,6 +444,7 @@ func TestRedisTooOld(t *testing.T) {
 // nothing is left without a TTL, and everything works again once memory is
 // freed.
 func TestFullMemory(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t, "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 30*time.Second)

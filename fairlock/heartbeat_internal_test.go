@@ -60,6 +60,7 @@ func manyWaiters(t *testing.T, srv *redistest.Server, name string, n int) (*Lock
 // still finds each grant at the next heartbeat, with no message: the
 // grant's mark in its session tells it.
 func TestHeartbeatFindsGrantsAmongManyWaiters(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	const n = 4 * scripts.Batch
 	l, held, granted := manyWaiters(t, srv, "many", n)
@@ -83,6 +84,7 @@ func TestHeartbeatFindsGrantsAmongManyWaiters(t *testing.T) {
 // A waiter of many that lost its place, whichever heartbeats ask about
 // it, learns so within 2 × n / Batch heartbeats, and queues again.
 func TestHeartbeatFindsLostPlacesAmongManyWaiters(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	const n = 3 * scripts.Batch // every fourth heartbeat asks about each
@@ -125,6 +127,7 @@ func TestHeartbeatFindsLostPlacesAmongManyWaiters(t *testing.T) {
 // waiters that follow their place (OnPosition) and the newest of each
 // line, as one without does: an observer hears of moves only for those.
 func TestObserverLeavesWaitersOutOfTheScript(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

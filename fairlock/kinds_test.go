@@ -106,6 +106,7 @@ func publishCalls(t testing.TB, rdb *redis.Client) int {
 // is right only while every lease is valid, and on a loaded machine a
 // 1 s lease can be lost (rightly) between two renewals.
 func TestSemaphoreCapacityNeverExceeded(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 30*time.Second)
 	const capacity, lockers, goroutines = 4, 4, 4
@@ -158,6 +159,7 @@ func TestSemaphoreCapacityNeverExceeded(t *testing.T) {
 // Grants follow arrival order, with weights, and the head of the queue
 // blocks whoever is behind it, even a request that would fit.
 func TestSemaphoreFIFOAndHeadOfLine(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 30*time.Second)
 	sem := func() *fairlock.Semaphore { return mustSem(t, newLocker(t, srv.Client(t)), "fifo", 3) }
@@ -192,6 +194,7 @@ func TestSemaphoreFIFOAndHeadOfLine(t *testing.T) {
 // run of readers behind the writer is granted together when it leaves, with
 // one message per Locker, and fences follow grant order.
 func TestRWMutexWritersAreNotStarved(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 30*time.Second)
@@ -252,6 +255,7 @@ func TestRWMutexWritersAreNotStarved(t *testing.T) {
 
 // Try never jumps: it fails while anyone waits, though enough is free.
 func TestKindsTryNeverJumpsTheQueue(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	a, b := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
@@ -282,6 +286,7 @@ func TestKindsTryNeverJumpsTheQueue(t *testing.T) {
 // Processes must agree on a semaphore's capacity while it is in use; once
 // idle, a new one takes effect.
 func TestSemaphoreCapacityMismatch(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	a, b := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
@@ -325,6 +330,7 @@ func TestSemaphoreCapacityMismatch(t *testing.T) {
 // capacity Inspect reports, the readers' sharing, the options taken, the
 // holders' own fences.
 func TestKindsDescribeEachKind(t *testing.T) {
+	t.Parallel()
 	want := []fairlock.KindInfo{
 		{Lock: fairlock.LockMutex, Capacity: 1, Priorities: true},
 		{Lock: fairlock.LockSemaphore, Groups: true, Priorities: true, HolderFences: true},
@@ -342,6 +348,7 @@ func TestKindsDescribeEachKind(t *testing.T) {
 }
 
 func TestKindsBadInput(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	client := srv.Client(t)
 	counter := &countCommands{}
@@ -385,6 +392,7 @@ func TestKindsBadInput(t *testing.T) {
 // A cancelled waiter leaves no trace; one that stood at the head unblocks
 // the request behind it, which fits.
 func TestKindsCancellation(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	a, b, c := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
@@ -429,6 +437,7 @@ func deadCountedWaiter(t testing.TB, rdb *redis.Client, space, name, token strin
 // and a heartbeat; a dead waiter is passed over within the waiter TTL and a
 // heartbeat, though it was granted.
 func TestKindsDeadHoldersAndWaiters(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 30*time.Second)
@@ -474,6 +483,7 @@ func TestKindsDeadHoldersAndWaiters(t *testing.T) {
 // Grants whose message was lost (the pub/sub connections killed) are found
 // by the next heartbeat.
 func TestKindsPubSubKill(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 30*time.Second)
@@ -497,6 +507,7 @@ func TestKindsPubSubKill(t *testing.T) {
 // SCRIPT FLUSH costs nothing; after a restart the holder is told its lease
 // is lost, the waiter is granted, and fences keep growing.
 func TestKindsScriptFlushAndRestart(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 30*time.Second)
@@ -524,6 +535,7 @@ func TestKindsScriptFlushAndRestart(t *testing.T) {
 // While held and waited for, every key has a TTL; once everyone left, only
 // the fence key is there, and the Lockers' sessions until they close.
 func TestKindsKeysHaveTTLs(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 20*time.Second)
@@ -553,6 +565,7 @@ func TestKindsKeysHaveTTLs(t *testing.T) {
 // Close ends the waiters with ErrClosed and gives back every lease's
 // permits.
 func TestKindsClose(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	other := newLocker(t, srv.Client(t))
@@ -590,6 +603,7 @@ func TestKindsClose(t *testing.T) {
 // A mutex, a semaphore and a read-write lock of one name are independent,
 // and events say which kind and how many permits.
 func TestKindsAreIndependentAndObserved(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	var mu sync.Mutex
@@ -631,6 +645,7 @@ func TestKindsAreIndependentAndObserved(t *testing.T) {
 // Metadata goes with a semaphore's or read-write lock's waiter, then with
 // its grant, and leaves with it; the hash always has a TTL.
 func TestKindsMetadata(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 20*time.Second)

@@ -13,6 +13,7 @@ import (
 // session's local deadline passed, even though the timer that ends it has
 // not run (a loaded machine runs timers late), and Done closes with it.
 func TestErrIsExactWhenTheTimerIsLate(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	l, err := New(srv.Client(t))
 	if err != nil {
@@ -44,6 +45,7 @@ func TestErrIsExactWhenTheTimerIsLate(t *testing.T) {
 // idle lock it finds, it must leave no key behind (the scan's schedule it
 // writes included), for every kind.
 func TestHeartbeatOnAnIdleLockLeavesNoKey(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	l, err := New(srv.Client(t))

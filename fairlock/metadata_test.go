@@ -42,6 +42,7 @@ func metaFields(t testing.TB, rdb *redis.Client, name string) []string {
 // Metadata goes with the waiter, then with its grant, and is shown by
 // Inspect; each entry goes when its token leaves.
 func TestMetadataFollowsWaiterAndGrant(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 20*time.Second)
@@ -93,6 +94,7 @@ func TestMetadataFollowsWaiterAndGrant(t *testing.T) {
 // skipped by a grant, a holder forced out, a holder whose lease vanished
 // (found by its own heartbeat), and a waiter that lost its place.
 func TestMetadataOfTokensThatLeaveOtherwise(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 20*time.Second)
@@ -172,6 +174,7 @@ func (c *countCommands) ProcessPipelineHook(next redis.ProcessPipelineHook) redi
 }
 
 func TestMetadataTooLong(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 10*time.Second)
@@ -217,6 +220,7 @@ func TestMetadataTooLong(t *testing.T) {
 // metadata hash again, GET and DEL of the lock, ZRANGE of its order set
 // (does anyone wait), and HINCRBY of the session's count.
 func TestMetadataCostsNoCommandWhenUnset(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 10*time.Second)

@@ -13,6 +13,7 @@ import (
 // fairlocktest) rely on: waiters must outlive their TTL there too, kept by
 // the heartbeat.
 func TestWaitersSurviveHeartbeatsOnMiniredis(t *testing.T) {
+	t.Parallel()
 	mr := miniredis.RunT(t)
 	mr.ClockTTL(true) // expire keys in real time, as Redis does
 	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})

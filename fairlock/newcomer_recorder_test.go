@@ -15,6 +15,7 @@ import (
 // and its Recorder checks its events as a lock apart from the mutex of the
 // same name, in the order of fairlock.Kinds.
 func TestRecorderServesANewKind(t *testing.T) {
+	t.Parallel()
 	rec := fairlocktest.NewRecorder()
 	l := fairlocktest.New(t, rec.Option())
 	ctx := withTimeout(t, 20*time.Second)

@@ -56,6 +56,7 @@ func (p *Pair) TryAcquire(ctx context.Context, opts ...AcquireOption) (*Lease, e
 // Inspect, Locks and keys never take one kind for another. (FuzzLockKeys
 // checks that no key of one is another's.)
 func TestKindsAreDistinct(t *testing.T) {
+	t.Parallel()
 	seen := map[any]bool{}
 	for _, k := range kinds {
 		for _, v := range []any{k.lock, k.name, "space " + k.space} {
@@ -68,6 +69,7 @@ func TestKindsAreDistinct(t *testing.T) {
 }
 
 func TestNewcomersKind(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()

@@ -18,6 +18,7 @@ import (
 )
 
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	if _, err := fairlock.New(nil); !errors.Is(err, fairlock.ErrInvalid) {
 		t.Fatalf("New(nil): %v", err)
 	}
@@ -89,6 +90,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestKeyPrefixNamespacesLocks(t *testing.T) {
+	t.Parallel()
 	mr := miniredis.RunT(t)
 	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer c.Close()
@@ -113,6 +115,7 @@ func TestKeyPrefixNamespacesLocks(t *testing.T) {
 }
 
 func TestTTLsBelowTheHeartbeatFloor(t *testing.T) {
+	t.Parallel()
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // New never contacts Redis
 	defer c.Close()
 	floor := 3 * fairlock.MinHeartbeat
@@ -141,6 +144,7 @@ func TestTTLsBelowTheHeartbeatFloor(t *testing.T) {
 // Names over MaxNameLen are refused before any Redis call, by every entry
 // point, and the error quotes only a short prefix of the name.
 func TestLongNames(t *testing.T) {
+	t.Parallel()
 	var calls atomic.Int64
 	c := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
 	defer c.Close()
@@ -204,6 +208,7 @@ func (h countHook) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Pro
 
 // Log lines quote a long name cut short, with its length.
 func TestLogLinesCutLongNames(t *testing.T) {
+	t.Parallel()
 	c := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
 	defer c.Close()
 	var buf bytes.Buffer

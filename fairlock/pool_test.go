@@ -23,6 +23,7 @@ import (
 // TTL of 2 s; a renewal with a connection of its own takes 100 ms of the
 // 1.3 s between a heartbeat (every 667 ms) and its waiters' deadline.
 func TestBurstOfWaitersKeepsTheirPlaces(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 2*time.Minute)
 	const name = "burst"

@@ -46,6 +46,7 @@ func at(acquire acquireFunc, p int) acquireFunc {
 // requests is granted at the next release; the 100 then follow in arrival
 // order.
 func TestPriorityPassesBacklog(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	for kind, acquireOf := range priorityKinds(t) {
 		t.Run(kind, func(t *testing.T) {
@@ -90,6 +91,7 @@ func TestPriorityPassesBacklog(t *testing.T) {
 // granted long before (a few 2 ms holds each). The bound's margin: one
 // hold, and slack for the release and the grant's message.
 func TestPriorityAging(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	const aging = 200 * time.Millisecond
 	for kind, acquireOf := range priorityKinds(t) {
@@ -144,6 +146,7 @@ func TestPriorityAging(t *testing.T) {
 // granted next does not fit, nobody is granted, not even a later waiter of
 // lower priority that would fit.
 func TestPriorityHeadOfLine(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	sem := mustSem(t, newLocker(t, srv.Client(t)), "hol", 4)
@@ -171,6 +174,7 @@ func TestPriorityHeadOfLine(t *testing.T) {
 // noisy tenant's backlog), and every request of priority 5 is granted
 // before any of priority 0.
 func TestPriorityWithGroups(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 30*time.Second)
 	sems := []*fairlock.Semaphore{mustSem(t, newLocker(t, srv.Client(t)), "mixed", 1), mustSem(t, newLocker(t, srv.Client(t)), "mixed", 1)}
@@ -221,6 +225,7 @@ func TestPriorityWithGroups(t *testing.T) {
 // 5. TryAcquire takes a priority: it never waits and never passes a
 // waiter, and the holder's priority shows in Inspect.
 func TestPriorityTry(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 10*time.Second)
 	l, other := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
@@ -244,6 +249,7 @@ func TestPriorityTry(t *testing.T) {
 // 6. Inspect lists the waiters of priorities above 0 first, and shows each
 // waiter's priority; the events carry it.
 func TestPriorityInspect(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 10*time.Second)
 	var mu sync.Mutex
@@ -285,6 +291,7 @@ func TestPriorityInspect(t *testing.T) {
 // the live waiter of the highest priority, passing the dead ones; the
 // other live waiters follow by priority.
 func TestPriorityDeadParties(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	for kind, acquireOf := range priorityKinds(t) {
 		t.Run(kind, func(t *testing.T) {
@@ -326,6 +333,7 @@ func TestPriorityDeadParties(t *testing.T) {
 // keeps their order; after a Redis restart every live waiter is granted
 // in time.
 func TestPriorityScriptFlushAndRestart(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 60*time.Second)
@@ -368,6 +376,7 @@ func TestPriorityScriptFlushAndRestart(t *testing.T) {
 // 9. With waiters of several priorities, in groups and not, every key has
 // a TTL; once everyone left, only the fence keys remain.
 func TestPriorityKeysHaveTTLs(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 20*time.Second)
@@ -401,6 +410,7 @@ func TestPriorityKeysHaveTTLs(t *testing.T) {
 
 // 10. Bad priorities and agings fail at once with ErrInvalid.
 func TestPriorityBadInput(t *testing.T) {
+	t.Parallel()
 	client := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"}) // never reached
 	defer client.Close()
 	for _, d := range []time.Duration{0, -time.Second, time.Microsecond} {
@@ -433,6 +443,7 @@ func TestPriorityBadInput(t *testing.T) {
 // (whose last arrival is what a request reads first) wait: miniredis,
 // whose TIME the test sets.
 func TestPriorityArrivalsWithClockSetBack(t *testing.T) {
+	t.Parallel()
 	mr := miniredis.RunT(t)
 	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 	defer c.Close()

@@ -94,6 +94,7 @@ func mustAcquire(t testing.TB, l *fairlock.Locker, name string, opts ...fairlock
 }
 
 func TestFIFOAcrossLockers(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 30*time.Second)
 	const n = 24
@@ -133,6 +134,7 @@ func TestFIFOAcrossLockers(t *testing.T) {
 }
 
 func TestMutualExclusionAndFences(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 60*time.Second)
@@ -183,6 +185,7 @@ func TestMutualExclusionAndFences(t *testing.T) {
 }
 
 func TestFencesStrictlyIncrease(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 30*time.Second)
@@ -211,6 +214,7 @@ func TestFencesStrictlyIncrease(t *testing.T) {
 }
 
 func TestTryAcquireNeverJumpsTheQueue(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 20*time.Second)
@@ -244,6 +248,7 @@ func TestTryAcquireNeverJumpsTheQueue(t *testing.T) {
 }
 
 func TestCancelledWaiterLeavesAtOnce(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	a, b, c := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
@@ -323,6 +328,7 @@ func waitPosition(t *testing.T, p *positions, want int, bound time.Duration) tim
 }
 
 func TestPositionsFollowTheQueue(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 20*time.Second)
@@ -375,6 +381,7 @@ func TestPositionsFollowTheQueue(t *testing.T) {
 }
 
 func TestDeadWaitersLoseTheirPlace(t *testing.T) {
+	t.Parallel()
 	for _, where := range []string{"head", "middle"} {
 		t.Run(where, func(t *testing.T) {
 			srv := redistest.Start(t)
@@ -404,6 +411,7 @@ func TestDeadWaitersLoseTheirPlace(t *testing.T) {
 }
 
 func TestHolderThatStopsRenewing(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	a := newLocker(t, srv.Client(t), fairlock.WithAutoRenew(false))
@@ -456,6 +464,7 @@ func holderOf(t testing.TB, l *fairlock.Locker, name string) string {
 }
 
 func TestAutoRenewKeepsTheLease(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	a, b := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
@@ -476,6 +485,7 @@ func TestAutoRenewKeepsTheLease(t *testing.T) {
 }
 
 func TestPubSubKillDoesNotStrandWaiters(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 30*time.Second)
@@ -499,6 +509,7 @@ func TestPubSubKillDoesNotStrandWaiters(t *testing.T) {
 }
 
 func TestLeaseLossIsSignalled(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 20*time.Second)
@@ -525,6 +536,7 @@ func TestLeaseLossIsSignalled(t *testing.T) {
 }
 
 func TestScriptFlushAndRestart(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 30*time.Second)
@@ -554,6 +566,7 @@ func TestScriptFlushAndRestart(t *testing.T) {
 }
 
 func TestCloseEndsWaitersAndReleases(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	other := newLocker(t, srv.Client(t))
@@ -586,6 +599,7 @@ func TestCloseEndsWaitersAndReleases(t *testing.T) {
 }
 
 func TestEveryKeyHasATTL(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 20*time.Second)
@@ -676,6 +690,7 @@ func isFence(k string) bool { return strings.HasSuffix(k, ":fence") }
 func isSession(k string) bool { return strings.HasPrefix(k, "fairlock:session:") }
 
 func TestHeartbeatIsBatched(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 30*time.Second)
@@ -728,6 +743,7 @@ func evalCalls(t testing.TB, rdb *redis.Client) int {
 }
 
 func TestReplicaAck(t *testing.T) {
+	t.Parallel()
 	primary := redistest.Start(t, "--repl-diskless-sync-delay", "0")
 	replica := redistest.Start(t, "--replicaof", "127.0.0.1", fmt.Sprint(primary.Port))
 	ctx := withTimeout(t, 20*time.Second)
@@ -775,6 +791,7 @@ func liveWaiter(t testing.TB, rdb *redis.Client, name string, n int) string {
 // waiters are queued for (its holder expired unreleased, before any
 // heartbeat granted it) goes to them, from TryAcquire and Acquire alike.
 func TestFastPathNeverJumpsTheQueue(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 10*time.Second)
@@ -817,6 +834,7 @@ func TestFastPathNeverJumpsTheQueue(t *testing.T) {
 // turns, which the first Locker takes knowing the lock busy, go to
 // release.lua at once.
 func TestFastReleaseHandsOnToWaiters(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	a, b := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
@@ -841,6 +859,7 @@ func TestFastReleaseHandsOnToWaiters(t *testing.T) {
 // past its Locker's busy mark (a heartbeat), with a waiter behind it; a
 // proxy in front of its Locker catches any release_fast.lua it sends.
 func TestQueuedLeaseReleasesInOneCall(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	px := redistest.StartProxy(t, srv.Addr)
@@ -877,6 +896,7 @@ func TestQueuedLeaseReleasesInOneCall(t *testing.T) {
 // the fast path hands it to the queue, which frees it, and the script then
 // grants it.
 func TestTryAcquireOverDeadEntries(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 10*time.Second)
@@ -894,6 +914,7 @@ func TestTryAcquireOverDeadEntries(t *testing.T) {
 // higher fence; and the fast path draws a fence only for a grant it made,
 // none when it finds the lock taken. The key always has a TTL.
 func TestFencesFollowTheClock(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	rdb := srv.Client(t)
 	ctx := withTimeout(t, 10*time.Second)

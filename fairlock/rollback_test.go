@@ -70,6 +70,7 @@ func lostWithin(t testing.TB, s *fairlock.Lease, bound time.Duration, what strin
 // A fence counter alone hands n out again: the rolled-back Redis has the
 // older count.
 func TestFencesGrowAcrossARollback(t *testing.T) {
+	t.Parallel()
 	for _, kind := range rollbackKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			w := kind.start(t)
@@ -110,6 +111,7 @@ func TestFencesGrowAcrossARollback(t *testing.T) {
 // before L2 looked (L1's renewal came first): then L2 holds "x" as it
 // believes, which the test checks in Redis before releasing it.
 func TestNoGhostHolderAfterARollback(t *testing.T) {
+	t.Parallel()
 	for _, kind := range rollbackKinds {
 		for _, ack := range []bool{false, true} {
 			name := kind.name
@@ -189,6 +191,7 @@ func ghostGone(t *testing.T, ctx context.Context, l *fairlock.Locker, ghost stri
 // nothing removed it, it would be granted "q" when its holder releases,
 // and hold it for as long as L1 renews. L1 gives its session up instead.
 func TestNoGhostWaiterAfterARollback(t *testing.T) {
+	t.Parallel()
 	for _, kind := range rollbackKinds {
 		t.Run(kind.name, func(t *testing.T) {
 			w := kind.start(t)
@@ -235,6 +238,7 @@ func TestNoGhostWaiterAfterARollback(t *testing.T) {
 // it make it anew with a count of 1, which the Locker rightly gives up,
 // as it would a rollback. The test then says so and checks nothing.
 func TestNoRollbackWithoutOne(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	client := srv.Client(t)
 	renewals := &renewalSpan{}
@@ -295,6 +299,7 @@ func TestNoRollbackWithoutOne(t *testing.T) {
 // rollback and gives the session up. The late opening is sent as the
 // network would deliver it, after the session's first cycle.
 func TestLateOpeningKeepsTheCount(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	var warnings atomic.Int64
 	l := newLocker(t, srv.Client(t), fairlock.WithObserver(func(e fairlock.Event) {

@@ -546,6 +546,7 @@ func show(x any) string {
 }
 
 func TestRuleMatchesTheModel(t *testing.T) {
+	t.Parallel()
 	m := miniredis.RunT(t)
 	// Every script runs once, as the model's step does: a call go-redis
 	// timed out and sent again on a loaded machine ran twice (an arrival

@@ -1523,6 +1523,7 @@ func setDefault(name, value string) {
 }
 
 func TestStateMachine(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs random sequences on a real redis-server")
 	}

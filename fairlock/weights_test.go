@@ -63,8 +63,10 @@ func shareOff(part, total, want float64) float64 {
 // tenant's holds, 14.1% off). With 5 ms, 12 workers and two busy loops
 // beside: 1.0% and 3.3% off.
 func TestGroupWeightsShare(t *testing.T) {
+	t.Parallel()
 	for _, capacity := range []int{8, 1} {
 		t.Run(fmt.Sprintf("capacity %d", capacity), func(t *testing.T) {
+			t.Parallel()
 			srv := redistest.Start(t)
 			const run, maxRun, minGrants, workers, holdFor = 5 * time.Second, 20 * time.Second, 200, 12, 5 * time.Millisecond
 			ctx := withTimeout(t, maxRun+30*time.Second)
@@ -105,6 +107,7 @@ func TestGroupWeightsShare(t *testing.T) {
 // both backlogged on 4 permits: each gets half the permit-time, within 15%,
 // so L gets about a quarter of S's grants.
 func TestGroupWeightsLongHolds(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	const run = 5 * time.Second
 	ctx := withTimeout(t, run+30*time.Second)
@@ -128,6 +131,7 @@ func TestGroupWeightsLongHolds(t *testing.T) {
 // whose jobs have used no more than that, gets at least 75% of the short
 // grants: a charge only at release would split them evenly.
 func TestGroupWeightsOngoingHold(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	const run, holdFor = 2 * time.Second, 2 * time.Millisecond
 	ctx := withTimeout(t, run+30*time.Second)
@@ -148,6 +152,7 @@ func TestGroupWeightsOngoingHold(t *testing.T) {
 // A heavy group still holds no more than the group limit, and a light one
 // is still served.
 func TestGroupWeightsWithinLimit(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	const capacity, limit, run, holdFor = 4, 2, 2 * time.Second, time.Millisecond
 	ctx := withTimeout(t, run+30*time.Second)
@@ -206,6 +211,7 @@ func TestGroupWeightsWithinLimit(t *testing.T) {
 // CI's load holds about 90 grants a tenant, and a CI run measured 40%
 // (tenant-a's holds, as the test sees them, were the longer).
 func TestGroupWeightsNoBankedCredit(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	const capacity, holdFor = 2, 2 * time.Millisecond
 	ctx := withTimeout(t, 30*time.Second)
@@ -255,6 +261,7 @@ func TestGroupWeightsNoBankedCredit(t *testing.T) {
 // read-write lock; Inspect shows each party's group weight, the one its
 // group's most recent request named; events carry the request's.
 func TestGroupWeightsInput(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	rec := fairlocktest.NewRecorder()

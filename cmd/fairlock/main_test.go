@@ -400,6 +400,7 @@ func TestInspectMutex(t *testing.T) {
 // Waiters of a priority above 0 show it, in a column of their own and in
 // the JSON, and are listed first.
 func TestInspectPriority(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	url := "redis://" + srv.Addr
@@ -425,6 +426,7 @@ func TestInspectPriority(t *testing.T) {
 // A semaphore with two holders, one of two permits, with groups and
 // metadata, and two waiters; the mutex of the same name beside it.
 func TestInspectSemaphore(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	url := "redis://" + srv.Addr
@@ -511,6 +513,7 @@ func TestInspectSemaphore(t *testing.T) {
 // A read-write lock with two readers, a writer waiting, and a reader
 // behind it.
 func TestInspectRWMutex(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	url := "redis://" + srv.Addr
@@ -570,6 +573,7 @@ func TestInspectRWMutex(t *testing.T) {
 // The forced hand-off of a mutex from the command line: confirmation,
 // output, and what the old holder sees.
 func TestReleaseForce(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	url := "redis://" + srv.Addr
@@ -630,6 +634,7 @@ func TestReleaseForce(t *testing.T) {
 // release -force on a semaphore of two holders: refused without -token,
 // then -token ends that holder alone and grants the waiter that now fits.
 func TestReleaseForceSemaphoreToken(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	url := "redis://" + srv.Addr
@@ -689,6 +694,7 @@ func TestReleaseForceSemaphoreToken(t *testing.T) {
 // release -force -all on a read-write lock ends all its readers and grants
 // the writer; with the mutex of that name held too, -kind is needed.
 func TestReleaseForceAllReaders(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	url := "redis://" + srv.Addr
@@ -728,6 +734,7 @@ func TestReleaseForceAllReaders(t *testing.T) {
 }
 
 func TestList(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	url := "redis://" + srv.Addr
@@ -777,6 +784,7 @@ func TestList(t *testing.T) {
 // watch marks a semaphore's new waiter, its grant and the lease that
 // ended; a mutex's the same way.
 func TestWatchMarksGrantsAndNewWaiters(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	sem := func() *fairlock.Semaphore { return semaphore(t, newLocker(t, srv.Client(t)), "w", 2) }
@@ -867,6 +875,7 @@ func TestRedisDown(t *testing.T) {
 // The -cluster hint shows only when the cluster question itself is
 // refused, which -cluster=false avoids.
 func TestClusterHint(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	srv.SetUser(t, "ACL SETUSER noinfo on >pw ~* &* +@all -info")
 	ctx := withTimeout(t, 20*time.Second)
@@ -888,6 +897,7 @@ func TestClusterHint(t *testing.T) {
 // itself, with the lock users and the read-only user under the ACL rules
 // of docs/operations.md.
 func TestOnRedisCluster(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("starts a 6-node Redis Cluster")
 	}
@@ -969,6 +979,7 @@ func TestOnRedisCluster(t *testing.T) {
 // The read-only rule of docs/operations.md is enough for inspect, list and
 // watch, of every kind, and refuses release.
 func TestReadOnlyACLRule(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	srv.SetUser(t, redistest.DocACLRule(t, "../../docs/operations.md", "fairlock-ops"))
 	ctx := withTimeout(t, 20*time.Second)
@@ -1001,6 +1012,7 @@ func TestReadOnlyACLRule(t *testing.T) {
 // Untrusted bytes (metadata, groups, tokens, names) are quoted, never
 // printed raw; waiters past those listed are counted.
 func TestPrintStateQuotesAndCounts(t *testing.T) {
+	t.Parallel()
 	st := fairlock.State{Name: "a\tb", Lock: fairlock.LockSemaphore, Capacity: 2, InUse: 1, Fence: 9, Queued: 5,
 		Holders: []fairlock.Holder{{Token: "t:1", Permits: 1, Fence: 9, TTL: 1500 * time.Millisecond,
 			Metadata: "\x1b[2Jowned\n", Group: "g h"}},

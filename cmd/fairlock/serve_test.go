@@ -72,6 +72,7 @@ func expect(t *testing.T, url, form string, status int, says ...string) {
 // serve serves the page, read-only unless -force-release: the release
 // token is in the page only then, and a release is refused without it.
 func TestServe(t *testing.T) {
+	t.Parallel()
 	srv := redistest.Start(t)
 	held := take(t, mutexOf(newLocker(t, srv.Client(t)), "job:7"), fairlock.WithMetadata("host a"))
 	for _, c := range []struct {
@@ -90,6 +91,7 @@ func TestServe(t *testing.T) {
 // A Redis that does not answer when serve starts is no reason to serve
 // nothing: the page says it is down.
 func TestServeRedisDown(t *testing.T) {
+	t.Parallel()
 	addr := fmt.Sprintf("127.0.0.1:%d", redistest.FreePort(t)) // nobody listens there
 	said, url := serving(t, "redis://"+addr)
 	if !strings.Contains(said, "cannot connect to Redis at "+addr) || !strings.Contains(said, "-cluster") {
