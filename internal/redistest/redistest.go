@@ -193,14 +193,17 @@ func portOpen(addr string) bool {
 func (s *Server) String() string { return fmt.Sprintf("redis-server %s (pid %d)", s.Addr, s.PID()) }
 
 // DefaultParallel makes n the number of tests that run side by side, unless
-// the command line's -parallel says otherwise: for a TestMain, before
-// m.Run. Tests that each have their own servers, and spend their time
-// waiting on TTLs rather than on the CPU, gain from more than GOMAXPROCS.
+// the command line's -parallel says otherwise, or the race detector is on:
+// for a TestMain, before m.Run. Tests that each have their own servers,
+// and spend their time waiting on TTLs rather than on the CPU, gain from
+// more than GOMAXPROCS; under -race, which makes the CPU-bound parts 5 to
+// 10 times slower, they would crowd each other past their bounds, so
+// GOMAXPROCS it stays.
 func DefaultParallel(n int) {
 	flag.Parse()
 	explicit := false
 	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
-	if !explicit {
+	if !explicit && !raceEnabled {
 		flag.Set("test.parallel", strconv.Itoa(n)) //nolint:errcheck // a flag of package testing
 	}
 }

@@ -662,8 +662,13 @@ end
 -- and group itself (every other group was forgotten as its last party
 -- left, by place), the lanes' clocks, the idle set, and the grant records
 -- of the holders left, so that a later stretch of groups starts afresh.
+-- A party leaves once: a token met again (a rollback tore its line from
+-- the order set, the scan forgot it, and the grant loop then finds it dead
+-- at its line's head) is not counted out twice, which would forget the
+-- groups of parties still there.
 local function partyLeft(token, group)
-  redis.call('HDEL', stateKey, 'g:' .. token, 't:' .. token)
+  if redis.call('HDEL', stateKey, 'g:' .. token) == 0 then return end
+  redis.call('HDEL', stateKey, 't:' .. token)
   groupedParties = redis.call('HINCRBY', stateKey, 'grouped', -1)
   if groupedParties > 0 then return end
   local gone, sets = {'grouped', 'mean', 'placed'}, {idleKey}
