@@ -511,9 +511,20 @@ func slotOwner(nodes []ClusterNode, slot int) string {
 	return ""
 }
 
-// ReplicaOf returns a live replica of primary, or nil.
+// ReplicaOf returns a live replica of primary, waiting up to 10 s for the
+// other nodes to know of one, or nil.
 func (c *Cluster) ReplicaOf(t testing.TB, primary *Server) *Server {
 	t.Helper()
+	// A replica's attachment reaches the other nodes by gossip: on a loaded
+	// machine, some time after the cluster says it is up.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if s := c.replicaNow(t, primary); s != nil || time.Now().After(deadline) {
+			return s
+		}
+	}
+}
+
+func (c *Cluster) replicaNow(t testing.TB, primary *Server) *Server {
 	nodes := c.mustTopology(t)
 	var id string
 	for _, n := range nodes {
