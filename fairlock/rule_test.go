@@ -554,14 +554,19 @@ func TestRuleMatchesTheModel(t *testing.T) {
 	c := redis.NewClient(&redis.Options{Addr: m.Addr(), MaxRetries: -1, ReadTimeout: time.Minute, WriteTimeout: time.Minute})
 	t.Cleanup(func() { c.Close() })
 	steps, sequences, seen := 0, 0, map[string]int{}
-	rapid.Check(t, func(rt *rapid.T) {
-		sequences++
-		w := newRuleWorld(rt, m, c, &steps, seen)
-		rt.Repeat(map[string]func(*rapid.T){
-			"Acquire": w.Acquire, "Acquire2": w.Acquire, "Acquire3": w.Acquire, "TryAcquire": w.TryAcquire,
-			"Release": w.Release, "Release2": w.Release, "Cancel": w.Cancel, "Crash": w.Crash,
-			"Heartbeat": w.Heartbeat, "Clock": w.Clock, "Clock2": w.Clock, "": w.Check,
+	// At least 100 sequences, whatever -rapid.checks (the state machine's
+	// budget, TestMain's) asks of each rapid.Check: one takes a second or two
+	// on miniredis.
+	for sequences < 100 && !t.Failed() {
+		rapid.Check(t, func(rt *rapid.T) {
+			sequences++
+			w := newRuleWorld(rt, m, c, &steps, seen)
+			rt.Repeat(map[string]func(*rapid.T){
+				"Acquire": w.Acquire, "Acquire2": w.Acquire, "Acquire3": w.Acquire, "TryAcquire": w.TryAcquire,
+				"Release": w.Release, "Release2": w.Release, "Cancel": w.Cancel, "Crash": w.Crash,
+				"Heartbeat": w.Heartbeat, "Clock": w.Clock, "Clock2": w.Clock, "": w.Check,
+			})
 		})
-	})
+	}
 	t.Logf("%d steps in %d sequences: Redis and the model agreed after each; steps that reached %v", steps, sequences, seen)
 }

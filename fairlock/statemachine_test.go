@@ -93,7 +93,6 @@ import (
 	"crypto/sha1"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"math"
 	"slices"
@@ -1541,23 +1540,12 @@ func (m *machine) finish(rt *rapid.T) {
 	m.checkRedis(rt)
 }
 
-// setDefault sets a rapid flag unless the command line did.
-func setDefault(name, value string) {
-	set := false
-	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
-	if !set {
-		flag.Set(name, value) //nolint:errcheck // the flag exists
-	}
-}
-
 func TestStateMachine(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs random sequences on a real redis-server")
 	}
-	// A budget that fits CI: -rapid.checks and -rapid.steps raise it.
-	setDefault("rapid.checks", "12")
-	setDefault("rapid.steps", "25")
+	// Its budget: TestMain's default, or -rapid.checks and -rapid.steps.
 	pair := redistest.StartPair(t)
 	rdb := redis.NewClient(&redis.Options{Addr: pair.Proxy.Addr})
 	t.Cleanup(func() { rdb.Close() })

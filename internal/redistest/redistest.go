@@ -200,10 +200,18 @@ func (s *Server) String() string { return fmt.Sprintf("redis-server %s (pid %d)"
 // 10 times slower, they would crowd each other past their bounds, so
 // GOMAXPROCS it stays.
 func DefaultParallel(n int) {
+	if !raceEnabled {
+		FlagDefault("test.parallel", strconv.Itoa(n))
+	}
+}
+
+// FlagDefault sets the flag called name to value unless the command line
+// set it: for a TestMain, before m.Run and so before any test reads it.
+func FlagDefault(name, value string) {
 	flag.Parse()
 	explicit := false
-	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "test.parallel" })
-	if !explicit && !raceEnabled {
-		flag.Set("test.parallel", strconv.Itoa(n)) //nolint:errcheck // a flag of package testing
+	flag.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == name })
+	if !explicit {
+		flag.Set(name, value) //nolint:errcheck // the caller names a flag that exists
 	}
 }
