@@ -1206,6 +1206,53 @@ func TestLostWaiterLeavesNoGroupBehind(t *testing.T) {
 	released(t, s)
 }
 
+// The same with ungrouped parties beside the lost one: they make the
+// counts add up (the state counts one grouped party too many, the lock
+// one ungrouped party more than the state), so a scan that looked for
+// vanished parties only when the counts differ would keep the lost token,
+// and its group's fields, for as long as the lock is in use. The scan
+// visits the grouped parties a batch at a time instead.
+func TestLostWaiterBesideUngroupedPartiesLeavesNothing(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 20*time.Second)
+	plain := groupSem(t, newLocker(t, srv.Client(t)), "mixed", 1, 1)
+	grouped := groupSem(t, newLocker(t, srv.Client(t)), "mixed", 1, 1)
+	held := hold(t, groupPermits(plain, 1, ""))
+	plainWaiting := queueFor(t, ctx, groupPermits(plain, 1, ""))
+	groupWaiting := queueFor(t, ctx, groupPermits(grouped, 1, "tenant-b"))
+	if err := rdb.Del(ctx, "fairlock:{mixed}:sem:order", "fairlock:{mixed}:sem:gq:tenant-b").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Three heartbeats: the lost waiters queue again, and a scan since.
+	time.Sleep(3*heartbeat + slack)
+	parties := map[string]bool{held.Token(): true}
+	for _, tok := range rdb.ZRange(ctx, "fairlock:{mixed}:sem:order", 0, -1).Val() {
+		parties[tok] = true
+	}
+	for f := range rdb.HGetAll(ctx, "fairlock:{mixed}:sem:state").Val() {
+		if tok, ok := strings.CutPrefix(f, "g:"); ok && !parties[tok] {
+			t.Errorf("the state keeps %s, of a token that neither holds nor waits\n%s", f, groupDump(rdb, "mixed"))
+		}
+	}
+	// Both are granted, one after the other, in the order the rule says.
+	released(t, held)
+	for range 2 {
+		var r result
+		select {
+		case r = <-plainWaiting:
+		case r = <-groupWaiting:
+		case <-time.After(2*heartbeat + slack):
+			t.Fatalf("no grant within %v\n%s", 2*heartbeat+slack, groupDump(rdb, "mixed"))
+		}
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		released(t, r.lease)
+	}
+}
+
 // A groups set lost while the state lives on (a rollback drops the keys
 // whose TTL passed as Redis loads, and every call keeps the state, only
 // some the sets) leaves the state counting a group as placed that no set

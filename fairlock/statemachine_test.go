@@ -1356,15 +1356,16 @@ func groupsSetKey(base string, lane int) string {
 // each group whose line there has a head its limit lets in, with its
 // member and its clock as the state says (the member's field is m:<group>
 // for priority 0, m<priority>:<group> for the others), as many as the
-// state's count of them says; after a rollback, which can tear the sets
-// from the state, once a scan has mended them. Outside grouped mode none
-// of them is kept.
+// state's count of them says. After a rollback, which can tear the
+// parties and the sets from the state, all but the count wait until a scan
+// has mended them. Outside grouped mode none of them is kept.
 func (m *machine) checkClocks(rt *rapid.T, lk smLock, state map[string]string, holders, order []string, groupSets [][]string) {
 	party := map[string]bool{}
 	for _, tok := range append(slices.Clone(holders), order...) {
 		party[tok] = true
 	}
 	grouped := state["grouped"] != "" && state["grouped"] != "0"
+	mended := m.scannedSinceRollback(state)
 	hasParty := map[string]bool{}
 	for tok := range party {
 		if g, ok := state["g:"+tok]; ok {
@@ -1381,6 +1382,9 @@ func (m *machine) checkClocks(rt *rapid.T, lk smLock, state map[string]string, h
 		switch {
 		case !grouped:
 			rt.Fatalf("%s: not in grouped mode, the state still keeps %s", lk.name, f)
+		case !mended:
+			// The parties a rollback tore from the state are forgotten
+			// at the next scan (mendGroups).
 		case kind == "t" && !slices.Contains(holders, rest):
 			rt.Fatalf("%s: grant record %s of no holder (holders %v)", lk.name, f, holders)
 		case kind == "g" && !party[rest]:
@@ -1398,9 +1402,7 @@ func (m *machine) checkClocks(rt *rapid.T, lk smLock, state map[string]string, h
 	if n, _ := strconv.Atoi(state["placed"]); n != members {
 		rt.Fatalf("%s: the state counts %q placed groups, and has %d member fields", lk.name, state["placed"], members)
 	}
-	if !m.scannedSinceRollback(state) {
-		// A rollback may have torn the groups sets from the state; the
-		// next scan mends them (mendGroups).
+	if !mended {
 		return
 	}
 	placed := 0

@@ -381,6 +381,7 @@ end
 --                 group's score, not its member.
 --   placed        how many member fields there are: the scan's check that
 --                 the groups sets, other keys, still list them (mendGroups)
+--   gscan         where the scan's visit of the g: fields stands (mendGroups)
 -- and the idle set (base .. 'idle'), "<lane>:<group>" -> clock, the debts
 -- of forgotten groups, and each lane above 0's heads set (headsOfLane).
 
@@ -611,7 +612,7 @@ local function partyLeft(token, group)
   redis.call('HDEL', stateKey, 't:' .. token)
   groupedParties = redis.call('HINCRBY', stateKey, 'grouped', -1)
   if groupedParties > 0 then return end
-  local gone, sets = {'grouped', 'mean', 'placed'}, {idleKey}
+  local gone, sets = {'grouped', 'mean', 'placed', 'gscan'}, {idleKey}
   for _, g in ipairs({'', group}) do
     for _, f in ipairs({'h:', 'e:', 'w:', 'l:'}) do gone[#gone + 1] = f .. g end
   end

@@ -48,6 +48,7 @@
 --                 group's score, not its member.
 --   placed        how many member fields there are: the scan's check that
 --                 the groups sets, other keys, still list them (mendGroups)
+--   gscan         where the scan's visit of the g: fields stands (mendGroups)
 -- and the idle set (base .. 'idle'), "<lane>:<group>" -> clock, the debts
 -- of forgotten groups, and each lane above 0's heads set (headsOfLane).
 
@@ -278,7 +279,7 @@ local function partyLeft(token, group)
   redis.call('HDEL', stateKey, 't:' .. token)
   groupedParties = redis.call('HINCRBY', stateKey, 'grouped', -1)
   if groupedParties > 0 then return end
-  local gone, sets = {'grouped', 'mean', 'placed'}, {idleKey}
+  local gone, sets = {'grouped', 'mean', 'placed', 'gscan'}, {idleKey}
   for _, g in ipairs({'', group}) do
     for _, f in ipairs({'h:', 'e:', 'w:', 'l:'}) do gone[#gone + 1] = f .. g end
   end
@@ -509,19 +510,25 @@ end
 -- queue's keys. mendGroups, the scan's, mends what it tore.
 
 -- forgetVanished forgets the grouped parties that neither hold nor wait
--- (the order set or the holders' key lost): their groups would stay for
--- as long as the lock is in use. At the cost of two counts, HKEYS only
--- when the state counts more grouped parties than the lock has.
+-- (their line, the order set or the holders' key lost): their groups would
+-- stay for as long as the lock is in use. Counts cannot tell when: the
+-- lock's ungrouped parties can make up for a lost grouped one. So each
+-- scan visits the next BATCH slots of the state's party fields, from
+-- where the last one stopped (gscan), and a full pass takes a few scans
+-- however many parties there are, none of them long.
 local function forgetVanished()
-  if groupedParties <= waiting() + redis.call('ZCARD', holdersKey) then return end
-  for _, field in ipairs(redis.call('HKEYS', stateKey)) do
-    local token = string.match(field, '^g:(.*)$')
-    if token and not waits(token) and not redis.call('ZSCORE', holdersKey, token) then
-      waiterLeft(token, redis.call('HGET', stateKey, field))
+  local cursor = redis.call('HGET', stateKey, 'gscan') or '0'
+  local reply = redis.call('HSCAN', stateKey, cursor, 'MATCH', 'g:*', 'COUNT', BATCH)
+  local fields = reply[2]
+  for i = 1, #fields, 2 do
+    local token = string.sub(fields[i], 3)
+    if not waits(token) and not redis.call('ZSCORE', holdersKey, token) then
+      waiterLeft(token, fields[i + 1])
       -- Gone already, unless the count had fallen to 0 before it.
-      redis.call('HDEL', stateKey, field)
+      redis.call('HDEL', stateKey, fields[i])
     end
   end
+  if groupedParties > 0 then redis.call('HSET', stateKey, 'gscan', reply[1]) end
 end
 
 -- placeAgain puts the groups sets back as the state says (a groups set
