@@ -181,6 +181,13 @@ type smLease struct {
 	started, returned time.Time
 }
 
+// String says whose lease s is and when its Acquire ran, for failure
+// messages.
+func (s *smLease) String() string {
+	return fmt.Sprintf("locker %d's %s, asked %s, returned %s", s.locker, s.lease.Token(),
+		s.started.Format("15:04:05.000000"), s.returned.Format("15:04:05.000000"))
+}
+
 type smGrant struct {
 	fence    int64
 	started  time.Time // when its Acquire began
@@ -206,10 +213,10 @@ type machine struct {
 	// succeeded, by token; rolledAt when the last rollback took effect.
 	lagging    map[int]bool
 	releasedOK map[string]bool
-	rolledAt   time.Time   // the last rollback that lost writes
-	rollbackAt time.Time   // the last rollback, whether or not it lost any
-	rollbacks  []time.Time // every rollback, for checkFIFO
-	stalled    bool        // replication is stalled
+	rolledAt   time.Time // the last rollback that lost writes
+	rollbackAt time.Time // the last rollback, whether or not it lost any
+	rollbacks  []smSpan  // every rollback and FLUSHALL, from its first step to its end, for checkFIFO
+	stalled    bool      // replication is stalled
 	// The longest lease TTL, waiter TTL and heartbeat of the Lockers: the
 	// bounds that hold whichever Locker a party belongs to.
 	maxLease, maxWaiter, maxBeat time.Duration
@@ -885,8 +892,10 @@ func (m *machine) ScriptFlush(rt *rapid.T) {
 // validity check from here on (their holders hear of the loss at their
 // next renewal).
 func (m *machine) FlushAll(rt *rapid.T) {
+	began := time.Now()
 	m.rdb.FlushAll(context.Background())
 	m.valid.cut(time.Now())
+	m.rollbacks = append(m.rollbacks, smSpan{began, time.Now()})
 	m.hit("flushall")
 	m.fault()
 }
@@ -909,12 +918,13 @@ func (m *machine) Failover(rt *rapid.T) {
 		rt.Skip("replication is not stalled: nothing to lose")
 	}
 	ctx := context.Background()
+	began := time.Now()
 	lag, err := redistest.ReplicationLag(ctx, m.pair.Primary, m.pair.Replica)
 	m.valid.log("", fmt.Sprintf("%s failover, lag %d (%v)", time.Now().Format("15:04:05.000000"), lag, err))
 	m.pair.Failover(m.t)
 	m.t.Logf("%s failover to %s, lag %d", time.Now().Format("15:04:05.000"), m.pair.Primary.Addr, lag)
 	m.stalled = false
-	m.rolledBack(lag > 0 || err != nil, "rollback-failover")
+	m.rolledBack(began, lag > 0 || err != nil, "rollback-failover")
 	m.pair.WaitSynced(m.t)
 }
 
@@ -925,6 +935,7 @@ func (m *machine) Snapshot(rt *rapid.T) { m.pair.Primary.Save(m.t) }
 // snapshot (the one it took, or a replica's last sync if it was one): the
 // writes since are lost.
 func (m *machine) RestoreSnapshot(rt *rapid.T) {
+	began := time.Now()
 	changes := int64(1)
 	for _, line := range strings.Split(m.rdb.Info(context.Background(), "persistence").Val(), "\n") {
 		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "rdb_changes_since_last_save:"); ok {
@@ -935,18 +946,18 @@ func (m *machine) RestoreSnapshot(rt *rapid.T) {
 	m.pair.Primary.RestartFromSnapshot(m.t)
 	m.t.Logf("%s restored %s, %d changes lost", time.Now().Format("15:04:05.000"), m.pair.Primary.Addr, changes)
 	m.stalled = false
-	m.rolledBack(changes > 0, "rollback-snapshot")
+	m.rolledBack(began, changes > 0, "rollback-snapshot")
 	m.pair.WaitSynced(m.t)
 }
 
 // rolledBack records a rollback: the leases valid before it are out of
 // the validity check, as after a FLUSHALL, the fence counters may lag,
 // and the server's settings are put back.
-func (m *machine) rolledBack(tookEffect bool, class string) {
+func (m *machine) rolledBack(began time.Time, tookEffect bool, class string) {
 	now := time.Now()
 	m.valid.cut(now)
 	m.rollbackAt = now
-	m.rollbacks = append(m.rollbacks, now)
+	m.rollbacks = append(m.rollbacks, smSpan{began, now})
 	for lock := range smLocks {
 		m.lagging[lock] = true
 	}
@@ -960,9 +971,19 @@ func (m *machine) rolledBack(tookEffect bool, class string) {
 	m.fault()
 }
 
-// Wait lets whatever is held go, then time pass beyond every TTL, and
-// checks that Redis holds only what the test knows of.
+// Wait lets whatever is held go, Redis accept writes again, then time
+// pass beyond every TTL, and checks that Redis holds only what the test
+// knows of. At full memory the parties in stay in (README): a lease a
+// Locker lost while Redis refuses its withdrawal keeps its permits as long
+// as the Locker's session lives, which is meant; the check is of what
+// remains once the Lockers can clean up.
 func (m *machine) Wait(rt *rapid.T) {
+	if m.full {
+		m.full = false
+		m.valid.log("", fmt.Sprintf("%s full=false", time.Now().Format("15:04:05.000000")))
+		setFullMemory(m.t, m.rdb, false)
+		m.fault()
+	}
 	for _, h := range m.held {
 		m.let(h)
 	}
@@ -1048,8 +1069,9 @@ func (m *machine) checkFIFO(rt *rapid.T) {
 		for _, a := range got {
 			for _, b := range got {
 				if a.gen == b.gen && a.group == b.group && a.priority == b.priority && a.arrival < b.arrival && a.lease.Fence() > b.lease.Fence() && m.oneHistory(a, b) {
-					rt.Fatalf("%s: a waiter that arrived at step %d was granted fence %d after one that arrived at step %d (fence %d)",
-						smLocks[lock].name, a.arrival, a.lease.Fence(), b.arrival, b.lease.Fence())
+					rt.Fatalf("%s: a waiter that arrived at step %d was granted fence %d after one that arrived at step %d (fence %d)\n%v; events %v\n%v; events %v\nfaults %v",
+						smLocks[lock].name, a.arrival, a.lease.Fence(), b.arrival, b.lease.Fence(),
+						a, m.valid.events[a.lease.Token()], b, m.valid.events[b.lease.Token()], m.valid.events[""])
 				}
 			}
 		}
@@ -1071,9 +1093,9 @@ func (m *machine) checkFIFO(rt *rapid.T) {
 }
 
 // oneHistory tells whether no rollback came between the start of a's or
-// b's Acquire, whichever was first, and the return of the other: a
-// rollback starts another history of the queue, and FIFO is promised
-// within one. A waiter passed over as dead in the history Redis lost
+// b's Acquire, whichever was first, and the return of the other, nor
+// overlapped that span: a rollback (or a FLUSHALL, a rollback to nothing)
+// starts another history of the queue, and FIFO is promised within one. A waiter passed over as dead in the history Redis lost
 // (its Locker's renewal late beyond its waiter TTL) can be back in the
 // queue after it, and granted after the waiter that took its turn there.
 func (m *machine) oneHistory(a, b *smLease) bool {
@@ -1084,13 +1106,19 @@ func (m *machine) oneHistory(a, b *smLease) bool {
 	if b.returned.After(to) {
 		to = b.returned
 	}
-	for _, at := range m.rollbacks {
-		if at.After(from) && at.Before(to) {
+	for _, r := range m.rollbacks {
+		if r.to.After(from) && r.from.Before(to) {
 			return false
 		}
 	}
 	return true
 }
+
+// An smSpan is a stretch of time: a rollback's, from the moment its
+// server stops serving the history it loses (a grant after that is the
+// new history's, even before the rollback's step ends) to the end of its
+// step.
+type smSpan struct{ from, to time.Time }
 
 // smRead reads keys of a lock at once, so that no script runs between
 // the reads, and returns each as a list of strings: a list's items, a
