@@ -1176,80 +1176,67 @@ func TestLostHoldersKeyFreesTheGroups(t *testing.T) {
 // gone, the state kept) queues again, and the scan forgets the lost one,
 // while the semaphore stays in use: the lost token's group would otherwise
 // stay in the state until the semaphore goes idle, which a busy one never
-// does.
+// does. Ungrouped parties beside it make the counts add up (the state
+// counts one grouped party too many, the lock one ungrouped party more
+// than the state), so the scan cannot go by the counts: it visits the
+// grouped parties a batch at a time.
 func TestLostWaiterLeavesNoGroupBehind(t *testing.T) {
 	t.Parallel()
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	ctx := withTimeout(t, 20*time.Second)
-	semA := groupSem(t, newLocker(t, srv.Client(t)), "van", 1, 1)
-	semB := groupSem(t, newLocker(t, srv.Client(t)), "van", 1, 1)
-	held := hold(t, groupPermits(semB, 1, "tenant-b"))
-	waiting := queueFor(t, ctx, groupPermits(semA, 1, "tenant-a"))
-	if err := rdb.Del(ctx, "fairlock:{van}:sem:order", "fairlock:{van}:sem:gq:tenant-a").Err(); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name   string
+		holder string // the holder's group
+		plain  bool   // an ungrouped waiter too
+	}{{"grouped", "tenant-b", false}, {"beside ungrouped parties", "", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			rdb := srv.Client(t)
+			ctx := withTimeout(t, 20*time.Second)
+			semA := groupSem(t, newLocker(t, srv.Client(t)), "van", 1, 1)
+			semB := groupSem(t, newLocker(t, srv.Client(t)), "van", 1, 1)
+			held := hold(t, groupPermits(semB, 1, tc.holder))
+			// Every waiter's grant comes on granted, in the order the rule
+			// says.
+			granted, waiters := make(chan result, 2), 0
+			queue := func(acquire acquireFunc) {
+				w := queueFor(t, ctx, acquire)
+				waiters++
+				go func() { granted <- <-w }()
+			}
+			if tc.plain {
+				queue(groupPermits(semB, 1, ""))
+			}
+			queue(groupPermits(semA, 1, "tenant-a"))
+			if err := rdb.Del(ctx, "fairlock:{van}:sem:order", "fairlock:{van}:sem:gq:tenant-a").Err(); err != nil {
+				t.Fatal(err)
+			}
+			// Three heartbeats: the lost waiters find their places lost
+			// and queue again, and a scan runs since.
+			time.Sleep(3*heartbeat + slack)
+			noVanishedParties(t, rdb, "van", held)
+			released(t, held)
+			for range waiters {
+				s, _ := await(t, granted, 2*heartbeat+slack)
+				released(t, s)
+			}
+		})
 	}
-	// Two heartbeats: tenant-a's Locker finds its place lost and queues
-	// again; its next heartbeat's scan finds the lost token.
-	time.Sleep(2*heartbeat + slack)
-	parties := map[string]bool{held.Token(): true}
-	for _, tok := range rdb.ZRange(ctx, "fairlock:{van}:sem:order", 0, -1).Val() {
-		parties[tok] = true
-	}
-	for f := range rdb.HGetAll(ctx, "fairlock:{van}:sem:state").Val() {
-		if tok, ok := strings.CutPrefix(f, "g:"); ok && !parties[tok] {
-			t.Errorf("the state keeps %s, of a token that neither holds nor waits", f)
-		}
-	}
-	released(t, held)
-	s, _ := await(t, waiting, heartbeat+slack)
-	released(t, s)
 }
 
-// The same with ungrouped parties beside the lost one: they make the
-// counts add up (the state counts one grouped party too many, the lock
-// one ungrouped party more than the state), so a scan that looked for
-// vanished parties only when the counts differ would keep the lost token,
-// and its group's fields, for as long as the lock is in use. The scan
-// visits the grouped parties a batch at a time instead.
-func TestLostWaiterBesideUngroupedPartiesLeavesNothing(t *testing.T) {
-	t.Parallel()
-	srv := redistest.Start(t)
-	rdb := srv.Client(t)
-	ctx := withTimeout(t, 20*time.Second)
-	plain := groupSem(t, newLocker(t, srv.Client(t)), "mixed", 1, 1)
-	grouped := groupSem(t, newLocker(t, srv.Client(t)), "mixed", 1, 1)
-	held := hold(t, groupPermits(plain, 1, ""))
-	plainWaiting := queueFor(t, ctx, groupPermits(plain, 1, ""))
-	groupWaiting := queueFor(t, ctx, groupPermits(grouped, 1, "tenant-b"))
-	if err := rdb.Del(ctx, "fairlock:{mixed}:sem:order", "fairlock:{mixed}:sem:gq:tenant-b").Err(); err != nil {
-		t.Fatal(err)
-	}
-	// Three heartbeats: the lost waiters queue again, and a scan since.
-	time.Sleep(3*heartbeat + slack)
+// noVanishedParties fails if the state of the semaphore called name keeps
+// the group of a token that neither waits nor is held's.
+func noVanishedParties(t testing.TB, rdb *redis.Client, name string, held *fairlock.Lease) {
+	t.Helper()
+	ctx := context.Background()
+	base := "fairlock:{" + name + "}:sem:"
 	parties := map[string]bool{held.Token(): true}
-	for _, tok := range rdb.ZRange(ctx, "fairlock:{mixed}:sem:order", 0, -1).Val() {
+	for _, tok := range rdb.ZRange(ctx, base+"order", 0, -1).Val() {
 		parties[tok] = true
 	}
-	for f := range rdb.HGetAll(ctx, "fairlock:{mixed}:sem:state").Val() {
+	for f := range rdb.HGetAll(ctx, base+"state").Val() {
 		if tok, ok := strings.CutPrefix(f, "g:"); ok && !parties[tok] {
-			t.Errorf("the state keeps %s, of a token that neither holds nor waits\n%s", f, groupDump(rdb, "mixed"))
+			t.Errorf("the state keeps %s, of a token that neither holds nor waits\n%s", f, groupDump(rdb, name))
 		}
-	}
-	// Both are granted, one after the other, in the order the rule says.
-	released(t, held)
-	for range 2 {
-		var r result
-		select {
-		case r = <-plainWaiting:
-		case r = <-groupWaiting:
-		case <-time.After(2*heartbeat + slack):
-			t.Fatalf("no grant within %v\n%s", 2*heartbeat+slack, groupDump(rdb, "mixed"))
-		}
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		released(t, r.lease)
 	}
 }
 
