@@ -74,6 +74,8 @@ func (k kind) lock() fairlock.LockKind {
 		return fairlock.LockSemaphore
 	case "rw":
 		return fairlock.LockRWMutex
+	case "elect":
+		return fairlock.LockElection
 	}
 	return fairlock.LockMutex
 }

@@ -149,13 +149,14 @@ func errClass(err error) string {
 // capacity Cap, or a read-write lock as reader or writer. Its String form
 // ("mutex", "sem:3:2", "read", "write") travels in agent commands.
 type Req struct {
-	Kind string // "mutex", "sem", "read", "write"
+	Kind string // "mutex", "sem", "read", "write", "elect" (a campaign)
 	Cap  int    // semaphore capacity
 	N    int    // semaphore permits
 }
 
 var (
 	mutexReq = Req{Kind: "mutex"}
+	electReq = Req{Kind: "elect"}
 	readReq  = Req{Kind: "read"}
 	writeReq = Req{Kind: "write"}
 )
@@ -177,7 +178,7 @@ func parseReq(s string) Req {
 		c, _ := strconv.Atoi(f[1])
 		n, _ := strconv.Atoi(f[2])
 		return semReq(c, n)
-	case f[0] == "read" || f[0] == "write":
+	case f[0] == "read" || f[0] == "write" || f[0] == "elect":
 		return Req{Kind: f[0]}
 	}
 	return mutexReq
@@ -198,12 +199,12 @@ func (r Req) permits() (capacity, n int64) {
 	return 1, 1
 }
 
-// family is the primitive of a lock kind ("mutex", "sem" or "rw"): the
-// three are independent even under one name.
+// family is the primitive of a lock kind ("mutex", "sem", "rw" or
+// "elect"): they are independent even under one name.
 func family(kind string) string {
 	switch kind {
-	case "sem":
-		return "sem"
+	case "sem", "elect":
+		return kind
 	case "read", "write":
 		return "rw"
 	}
@@ -214,9 +215,22 @@ func family(kind string) string {
 type acquireFunc func(context.Context, ...fairlock.AcquireOption) (*fairlock.Lease, error)
 
 // acquirer returns the call of l that acquires r on name: the waiting one,
-// or the Try one if try.
+// or the Try one if try. An election's is a Campaign, whose term's lease
+// it returns; it has no Try.
 func acquirer(l *fairlock.Locker, r Req, name string, try bool) (acquireFunc, error) {
 	switch r.Kind {
+	case "elect":
+		el, err := l.Election(name)
+		if err != nil || try {
+			return nil, errors.Join(err, errors.New("an election has no TryAcquire"))
+		}
+		return func(ctx context.Context, o ...fairlock.AcquireOption) (*fairlock.Lease, error) {
+			term, err := el.Campaign(ctx, fmt.Sprint(monoNow()), o...)
+			if err != nil {
+				return nil, err
+			}
+			return term.Lease(), nil
+		}, nil
 	case "sem":
 		s, err := l.Semaphore(name, r.Cap)
 		if err != nil {
@@ -804,6 +818,8 @@ func (a *agent) command(f []string) {
 			reqs = append(reqs, parseReq(r))
 		}
 		go a.contend(arg(1), int(num(2)), time.Duration(num(3))*time.Millisecond, arg(4), time.Duration(num(5))*time.Microsecond, int(num(6)), reqs)
+	case "observe": // observe NAME: follow the election's leaders, as "leader" events
+		go a.observe(arg(1))
 	case "reset": // close the Locker and open a fresh one (fresh subscription)
 		a.emit(Ev{Kind: "closing"})
 		if err := a.getLocker().Close(); err != nil {
@@ -818,6 +834,20 @@ func (a *agent) command(f []string) {
 		os.Exit(0)
 	default:
 		a.emit(Ev{Kind: "badcmd", Err: f[0]})
+	}
+}
+
+// observe reports each leader of the election called name that Observe
+// delivers: Fence is its epoch, N its revision, Tok its value.
+func (a *agent) observe(name string) {
+	el, err := a.getLocker().Election(name)
+	if err != nil {
+		a.emit(Ev{Kind: "observe", L: name, Err: errClass(err)})
+		return
+	}
+	a.emit(Ev{Kind: "observing", L: name})
+	for ld := range el.Observe(context.Background()) {
+		a.emit(Ev{Kind: "leader", L: name, Fence: ld.Epoch, N: ld.Revision, Tok: ld.Value})
 	}
 }
 

@@ -102,6 +102,21 @@ func TestACLRuleIsEnough(t *testing.T) {
 	r, _ := await(t, reader, slack)
 	released(t, r)
 
+	// An election: a campaign, a value proclaimed, an observer and a
+	// resignation.
+	ea, eb := mustElection(t, a, "acl"), mustElection(t, b, "acl")
+	seen := observeAll(t, eb)
+	term := elect(t, ctx, ea, "a")
+	if err := term.Proclaim(ctx, "a again"); err != nil {
+		t.Fatalf("Proclaim: %v", err)
+	}
+	now := fairlock.Leader{Value: "a again", Epoch: term.Epoch(), Revision: 2}
+	mustLead(t, eb, now)
+	seen.awaitSeen(t, now, heartbeat+slack)
+	if err := term.Resign(ctx); err != nil {
+		t.Fatalf("Resign: %v", err)
+	}
+
 	// Two waiters of one Locker: the heartbeat asks about the second
 	// without the script (ZMSCORE).
 	held := mustAcquire(t, a, "acl-two")

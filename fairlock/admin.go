@@ -27,9 +27,10 @@ type Grant struct {
 }
 
 // ForceRelease ends the grant called token of the lock of kind k
-// (LockMutex, LockSemaphore or LockRWMutex) called name, whoever holds it,
-// or every grant when token is "", and grants the waiters that now fit, in
-// order, as a release would; their fences are larger than the ended ones.
+// (LockMutex, LockSemaphore, LockRWMutex or LockElection) called name,
+// whoever holds it, or every grant when token is "", and grants the
+// waiters that now fit, in order, as a release would; their fences are
+// larger than the ended ones.
 // Naming the token ends the holder an operator saw and not the one after
 // it. It returns ErrNotHeld, changing nothing, when there is no such
 // grant, and ErrInvalid for a k that is none of Kinds.
@@ -81,7 +82,7 @@ func parseForceRelease(reply any) (ForceReleaseResult, bool) {
 // A LockInUse is one lock that has a holder or a queue.
 type LockInUse struct {
 	Name string
-	Lock LockKind // LockMutex, LockSemaphore or LockRWMutex
+	Lock LockKind // LockMutex, LockSemaphore, LockRWMutex or LockElection
 }
 
 // Locks returns, sorted by name and kind, the locks of every kind under

@@ -43,6 +43,10 @@ var (
 	// WithReplicaAck when too few replicas acknowledged the grant in time;
 	// the grant was released.
 	ErrNotReplicated = errors.New("fairlock: grant not acknowledged by enough replicas")
+	// ErrNoLeader is returned by Election.Leader when nobody leads: no
+	// candidate holds the election, or the one that was just elected has
+	// not published its value yet.
+	ErrNoLeader = errors.New("fairlock: no leader")
 )
 
 // An opError is the error of one operation on one lock: "fairlock: <op>:

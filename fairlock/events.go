@@ -40,10 +40,12 @@ const (
 	LockMutex     LockKind = iota + 1 // Locker.Mutex, and Locker.Acquire, TryAcquire, Do
 	LockSemaphore                     // Locker.Semaphore
 	LockRWMutex                       // Locker.RWMutex
+	LockElection                      // Locker.Election: its leader is its holder, its candidates its waiters
 )
 
 // String is the kind's name as log lines show it: "mutex", "semaphore",
-// "rwmutex", or "unknown" for a value that is none of the kinds.
+// "rwmutex", "election", or "unknown" for a value that is none of the
+// kinds.
 func (k LockKind) String() string {
 	if kd, err := kindOf(k); err == nil {
 		return kd.name

@@ -342,3 +342,47 @@ func ExampleWithPriorityAging() {
 	// batch
 	// interactive
 }
+
+func ExampleElection() {
+	client, stop := exampleRedis()
+	defer stop()
+	alice, _ := fairlock.New(client)
+	defer alice.Close()
+	bob, _ := fairlock.New(client)
+	defer bob.Close()
+
+	ctx := context.Background()
+	aliceRuns, _ := alice.Election("scheduler")
+	bobRuns, _ := bob.Election("scheduler")
+	// Anyone may follow the leaders: the current one, then each change.
+	watch, cancel := context.WithCancel(ctx)
+	defer cancel()
+	leaders := bobRuns.Observe(watch)
+
+	term, err := aliceRuns.Campaign(ctx, "alice:8080")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("observed:", (<-leaders).Value)
+	// Bob waits his turn: candidates lead in the order they campaigned.
+	next := make(chan *fairlock.Term)
+	go func() {
+		t, _ := bobRuns.Campaign(ctx, "bob:8080")
+		next <- t
+	}()
+	// The leader stamps its writes with its epoch; a store that refuses
+	// an epoch older than the newest it saw fences a deposed leader.
+	first := term.Epoch()
+	term.Resign(ctx)
+	bobTerm := <-next
+	fmt.Println("observed:", (<-leaders).Value)
+	fmt.Println("epochs grow:", bobTerm.Epoch() > first)
+	leader, _ := aliceRuns.Leader(ctx)
+	fmt.Println("leader:", leader.Value)
+	bobTerm.Resign(ctx)
+	// Output:
+	// observed: alice:8080
+	// observed: bob:8080
+	// epochs grow: true
+	// leader: bob:8080
+}

@@ -9,7 +9,7 @@ import (
 // round trip.
 type State struct {
 	Name string
-	Lock LockKind // LockMutex, LockSemaphore or LockRWMutex
+	Lock LockKind // LockMutex, LockSemaphore, LockRWMutex or LockElection
 	// Capacity is 1 for a mutex, MaxCapacity for a read-write lock, and a
 	// semaphore's capacity in use (0 while it is idle).
 	Capacity int
@@ -58,8 +58,8 @@ type Waiter struct {
 	Waited time.Duration
 }
 
-// Inspect reads the state of the lock of kind k (LockMutex, LockSemaphore
-// or LockRWMutex) called name, in one round trip. It only reads
+// Inspect reads the state of the lock of kind k (LockMutex, LockSemaphore,
+// LockRWMutex or LockElection) called name, in one round trip. It only reads
 // (EVALSHA_RO), so it runs under a read-only ACL rule. Holders and waiters
 // whose Locker died, not yet removed from Redis, are left out: they will
 // never use the lock again. It needs no capacity: the semaphore's is read.

@@ -48,11 +48,15 @@ var (
 		holderSet: true, groups: true, priorities: true}
 	rwKind = &kind{lock: LockRWMutex, name: "rwmutex", space: "rw:", scripts: countedScripts,
 		holderSet: true, capacity: MaxCapacity, shared: true}
+	// An election is a mutex in a key space of its own, beside which its
+	// leader keeps its record and log (election.go).
+	electionKind = &kind{lock: LockElection, name: "election", space: "elect:", scripts: mutexScripts,
+		capacity: 1, fast: true}
 )
 
 // kinds are every kind of lock, in the order tools show them. A kind is
 // registered here and nowhere else; a test may add one in its init.
-var kinds = []*kind{mutexKind, semaphoreKind, rwKind}
+var kinds = []*kind{mutexKind, semaphoreKind, rwKind, electionKind}
 
 // kindOf returns the kind of the locks of lk; ErrInvalid if lk is none.
 func kindOf(lk LockKind) (*kind, error) {
@@ -110,7 +114,7 @@ type KindInfo struct {
 }
 
 // Kinds describes every kind of lock, in the order tools show them:
-// LockMutex, LockSemaphore, LockRWMutex.
+// LockMutex, LockSemaphore, LockRWMutex, LockElection.
 func Kinds() []KindInfo {
 	out := make([]KindInfo, len(kinds))
 	for i, k := range kinds {

@@ -25,6 +25,11 @@ const MaxCapacity = 1 << 30
 // Inspect reply of MaxListed holders and waiters stays within 8 MiB of it.
 const MaxMetadataLen = 4 << 10
 
+// MaxValueLen is the longest value, in bytes, that an election's leader
+// publishes (Election.Campaign, Term.Proclaim): every observer reads each
+// one, and a log of them is kept.
+const MaxValueLen = 64 << 10
+
 // MaxGroupLen is the longest group name, in bytes, that WithGroup accepts.
 const MaxGroupLen = 256
 

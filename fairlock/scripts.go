@@ -24,6 +24,9 @@ var (
 	releaseFast = newScript(scripts.ReleaseFast)
 	acquireFast = newScript(scripts.AcquireFast)
 	renew       = newScript(scripts.Renew)
+	// proclaimScript and leaderScript are an election's (election.go).
+	proclaimScript = newScript(scripts.Proclaim)
+	leaderScript   = newScript(scripts.Leader)
 	// mutexScripts keep the holder in one string key.
 	mutexScripts = newScriptSet(scripts.Mutex)
 	// countedScripts keep the holders of a semaphore or read-write lock in

@@ -4,10 +4,11 @@
 // those of what it calls, then its own file: it carries only the Lua it
 // runs, since Redis defines every function of a script anew on each call.
 // Modules talk to each other through their functions only. A few scripts
-// stand alone, with their own keys and none of lib/keys.lua, for the calls
-// that run most often: release_fast.lua and acquire_fast.lua, the
+// stand alone, with their own keys and none of lib/keys.lua: for the calls
+// that run most often, release_fast.lua and acquire_fast.lua, the
 // mutex's uncontended release and acquire, and renew.lua, a session's
-// renewal.
+// renewal; and an election's proclaim.lua and leader.lua, on its lock's
+// key and its own.
 //
 // One queue engine (lib/grant.lua, lib/unlock.lua, lib/maintain.lua and
 // the scripts) serves every kind of lock; what differs is where the holders
@@ -303,9 +304,10 @@ func Map[T, U any](e Engine[T], f func(T) U) Engine[U] {
 var (
 	// ReleaseFast is the mutex's uncontended release, AcquireFast its
 	// uncontended acquire, and Renew a session's renewal: scripts that
-	// stand alone, for the calls that run most often. Each of these
-	// variables is assembled at init.
-	ReleaseFast, AcquireFast, Renew string
+	// stand alone, for the calls that run most often. Proclaim and Leader
+	// are an election's (fairlock/election.go), on the keys of its lock
+	// and its own. Each of these variables is assembled at init.
+	ReleaseFast, AcquireFast, Renew, Proclaim, Leader string
 	// Mutex keeps its holder in one string key, its waiters in one line.
 	Mutex Set
 	// Counted keeps the holders of a semaphore or read-write lock in a
@@ -317,7 +319,8 @@ var (
 // stores by their directory in lib/: with Engine.byFile, the list of every
 // script, which init fills and All reads.
 var (
-	alone  = map[string]*string{"release_fast": &ReleaseFast, "acquire_fast": &AcquireFast, "renew": &Renew}
+	alone = map[string]*string{"release_fast": &ReleaseFast, "acquire_fast": &AcquireFast, "renew": &Renew,
+		"proclaim": &Proclaim, "leader": &Leader}
 	stores = map[string]*Set{"lock": &Mutex, "counted": &Counted}
 )
 

@@ -1,5 +1,5 @@
 // Command fairlock shows and clears fairlock locks of every kind (mutex,
-// semaphore, read-write lock) on a Redis or a Redis Cluster: who holds a
+// semaphore, read-write lock, election) on a Redis or a Redis Cluster: who holds a
 // lock, who waits behind it, and, when a holder is stuck, ends its lease.
 //
 //	fairlock [-redis URL] [-prefix P] [-cluster] COMMAND [flags] [NAME]

@@ -1030,3 +1030,49 @@ func TestPrintStateQuotesAndCounts(t *testing.T) {
 		t.Errorf("raw bytes in the output")
 	}
 }
+
+// An election shows as a lock of its own kind: its leader holds it, its
+// candidates wait, in the order they campaigned.
+func TestInspectElection(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ctx := withTimeout(t, 20*time.Second)
+	url := "redis://" + srv.Addr
+	campaign := func(value string) acquireFn {
+		e, err := newLocker(t, srv.Client(t)).Election("scheduler")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return func(ctx context.Context, opts ...fairlock.AcquireOption) (*fairlock.Lease, error) {
+			term, err := e.Campaign(ctx, value, opts...)
+			if err != nil {
+				return nil, err
+			}
+			return term.Lease(), nil
+		}
+	}
+	leader := take(t, campaign("a:8080"), fairlock.WithMetadata("host a"))
+	next := queue(t, ctx, campaign("b:8080"), fairlock.WithMetadata("host b"))
+
+	code, out, stderr := cli(t, ctx, "", "-redis", url, "inspect", "scheduler")
+	if code != exitOK {
+		t.Fatalf("inspect: exit %d: %s", code, stderr)
+	}
+	t.Logf("inspect:\n%s", out)
+	for _, want := range []string{"election scheduler\n", "  waiters  1\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inspect output lacks %q", want)
+		}
+	}
+	got := inspectJSONOf(t, ctx, "-redis", url, "scheduler")
+	if len(got.Locks) != 1 {
+		t.Fatalf("inspect -json: %+v", got)
+	}
+	lk := got.Locks[0]
+	if lk.Kind != "election" || len(lk.Holders) != 1 || lk.Holders[0].Token != leader.Token() || lk.Holders[0].Metadata != "host a" ||
+		len(lk.Waiters) != 1 || lk.Waiters[0].Metadata != "host b" {
+		t.Fatalf("inspect -json: %+v", lk)
+	}
+	leader.Release(ctx)
+	granted(t, next).Release(ctx)
+}

@@ -122,13 +122,13 @@ func shown(states []fairlock.State, only fairlock.LockKind) ([]fairlock.State, b
 //	list -json          {"locks": [LOCK, ...]}
 //
 // inspect's locks are the kinds of NAME in use, in the order mutex,
-// semaphore, rwmutex; with -kind, that kind alone, in use or not; when no
+// semaphore, rwmutex, election; with -kind, that kind alone, in use or not; when no
 // kind is in use, the mutex alone, idle, for its last fence. list's are
 // every lock in use, sorted by name then kind.
 //
 //	LOCK = {
 //	  "name":     string, the lock's name
-//	  "kind":     "mutex" | "semaphore" | "rwmutex"
+//	  "kind":     "mutex" | "semaphore" | "rwmutex" | "election"
 //	  "capacity": number, 1 for a mutex; a semaphore's capacity in use, 0
 //	              while it is idle; 1073741824 (fairlock.MaxCapacity) for
 //	              a read-write lock
@@ -142,7 +142,7 @@ func shown(states []fairlock.State, only fairlock.LockKind) ([]fairlock.State, b
 //	}
 //	HOLDER = {
 //	  "token":    string, the lease's token (release -token)
-//	  "lock":     "mutex" | "semaphore" | "read" | "write"
+//	  "lock":     "mutex" | "semaphore" | "read" | "write" | "election"
 //	  "permits":  number, a semaphore holder's permits, else 1
 //	  "fence":    number, its grant's fence (a mutex's: the latest)
 //	  "ttl_ms":   number, ms until Redis drops it unless its Locker renews it

@@ -79,7 +79,8 @@ const (
 	PriorityKey = attribute.Key("fairlock.priority")
 	// LockKindKey is the attribute of every instrument that says which
 	// kind of lock the event is about: the kind's name
-	// (fairlock.LockKind.String: "mutex", "semaphore", "rwmutex"), or,
+	// (fairlock.LockKind.String: "mutex", "semaphore", "rwmutex",
+	// "election"), or,
 	// for a request of a kind that readers share (fairlock.KindInfo.Shared:
 	// the read-write lock), "read" or "write"; "unknown" for a kind
 	// fairlock.Kinds does not list. A read-write lock's failed heartbeat,

@@ -28,17 +28,23 @@ const (
 // 200 locks is 25 round trips deep, not 200.
 const inspectors = 8
 
-// kinds are the kinds of lock, as locks.json names them.
-var kinds = []fairlock.LockKind{fairlock.LockMutex, fairlock.LockSemaphore, fairlock.LockRWMutex}
-
-// kindNamed is the kind called s, or 0.
+// kindNamed is the kind called s (fairlock.LockKind.String), or 0.
 func kindNamed(s string) fairlock.LockKind {
-	for _, k := range kinds {
-		if k.String() == s {
-			return k
+	for _, k := range fairlock.Kinds() {
+		if k.Lock.String() == s {
+			return k.Lock
 		}
 	}
 	return 0
+}
+
+// kindNames lists the kinds' names, for an error message.
+func kindNames() string {
+	var names []string
+	for _, k := range fairlock.Kinds() {
+		names = append(names, k.Lock.String())
+	}
+	return strings.Join(names, ", ")
 }
 
 // A query is what locks.json is asked for.
@@ -69,7 +75,7 @@ func parseQuery(v url.Values) (query, error) {
 	}
 	if k := v.Get("kind"); k != "" || q.name != "" {
 		if q.kind = kindNamed(k); q.kind == 0 || q.name == "" {
-			return q, errors.New("one lock is asked for with kind (mutex, semaphore or rwmutex) and name, both")
+			return q, fmt.Errorf("one lock is asked for with kind (%s) and name, both", kindNames())
 		}
 	}
 	return q, nil
