@@ -386,3 +386,29 @@ func ExampleElection() {
 	// epochs grow: true
 	// leader: bob:8080
 }
+
+func ExampleMultiMutex() {
+	client, stop := exampleRedis()
+	defer stop()
+	locker, _ := fairlock.New(client)
+	defer locker.Close()
+
+	ctx := context.Background()
+	// A transfer locks both accounts. Named in either order, the mutexes
+	// are taken in one order for every caller, so two transfers between
+	// the same accounts, in opposite directions, cannot deadlock.
+	transfer, err := locker.MultiMutex("account:42", "account:7")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(transfer.Names())
+	err = transfer.Do(ctx, func(ctx context.Context) error {
+		// Debit 42 and credit 7, passing each account's store the fence
+		// of its own lease.
+		return nil
+	})
+	fmt.Println("transferred:", err == nil)
+	// Output:
+	// [account:42 account:7]
+	// transferred: true
+}

@@ -343,11 +343,18 @@ func (ls *Lease) end(err error, withdraw bool) {
 	l.cfg.observe(e)
 }
 
+// held is what do needs of a lease: a Lease, or a MultiLease.
+type held interface {
+	Done() <-chan struct{}
+	Err() error
+	Release(ctx context.Context) error
+}
+
 // do runs fn while holding the lease acquire returns, then releases it, on
 // every way out of fn, a panic included (the panic goes on after the
 // release). fn's context is cancelled, with cause ErrLost, if the lease is
 // lost; then the error matches ErrLost, joined with fn's own error.
-func do(ctx context.Context, releaseWithin time.Duration, fn func(ctx context.Context) error, acquire func() (*Lease, error)) (err error) {
+func do[L held](ctx context.Context, releaseWithin time.Duration, fn func(ctx context.Context) error, acquire func() (L, error)) (err error) {
 	if fn == nil {
 		return fmt.Errorf("%w: nil function", ErrInvalid)
 	}

@@ -1,0 +1,201 @@
+package fairlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fairlock/fairlock/fairlock"
+	"github.com/fairlock/fairlock/internal/redistest"
+)
+
+// Tests of MultiMutex: all or nothing, no deadlock whatever order callers
+// name their locks in, FIFO in each queue, nothing left behind by a
+// cancelled call.
+
+func mustMulti(t testing.TB, l *fairlock.Locker, names ...string) *fairlock.MultiMutex {
+	t.Helper()
+	m, err := l.MultiMutex(names...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// Transfers between accounts, each locking both, named in a random order,
+// from four Lockers at once: every transfer finishes within its ctx (no
+// deadlock), no account is in two transfers at once, and the total is
+// conserved.
+func TestMultiMutexTransfers(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	const accounts, lockers, workers = 5, 4, 2
+	var balance [accounts]atomic.Int64
+	var busy [accounts]atomic.Bool
+	for i := range balance {
+		balance[i].Store(100)
+	}
+	var done atomic.Int64
+	deadline := time.Now().Add(2 * time.Second)
+	var wg sync.WaitGroup
+	for range lockers {
+		l := newLocker(t, srv.Client(t))
+		for range workers {
+			wg.Go(func() {
+				for time.Now().Before(deadline) {
+					from, to := rand.IntN(accounts), rand.IntN(accounts-1)
+					if to >= from {
+						to++
+					}
+					m, err := l.MultiMutex(fmt.Sprint("account:", from), fmt.Sprint("account:", to))
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					err = m.Do(ctx, func(context.Context) error {
+						for _, a := range []int{from, to} {
+							if busy[a].Swap(true) {
+								return fmt.Errorf("account %d is in two transfers at once", a)
+							}
+						}
+						// A read, a pause and a write: only the locks keep
+						// the total whole.
+						f, g := balance[from].Load(), balance[to].Load()
+						time.Sleep(time.Millisecond)
+						balance[from].Store(f - 1)
+						balance[to].Store(g + 1)
+						busy[from].Store(false)
+						busy[to].Store(false)
+						return nil
+					})
+					cancel()
+					if err != nil {
+						t.Errorf("transfer %d -> %d: %v", from, to, err)
+						return
+					}
+					done.Add(1)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	var total int64
+	for i := range balance {
+		total += balance[i].Load()
+	}
+	if total != 100*accounts {
+		t.Errorf("the total is %d, not %d", total, 100*accounts)
+	}
+	t.Logf("%d transfers by %d Lockers × %d workers among %d accounts", done.Load(), lockers, workers, accounts)
+	if done.Load() == 0 {
+		t.Error("no transfer finished")
+	}
+}
+
+// A multi-request queued behind a stream of single requests on one of its
+// mutexes is granted within its FIFO bound there: the stream's requests
+// that queued after it do not pass it.
+func TestMultiMutexBehindAStream(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ctx := withTimeout(t, 20*time.Second)
+	const streams, holdFor = 3, 20 * time.Millisecond
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range streams {
+		l := newLocker(t, srv.Client(t))
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				lease, err := l.Acquire(ctx, "b")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				time.Sleep(holdFor)
+				released(t, lease)
+			}
+		})
+	}
+	time.Sleep(100 * time.Millisecond) // the stream is flowing
+	m := mustMulti(t, newLocker(t, srv.Client(t)), "b", "a")
+	start := time.Now()
+	got, err := m.Acquire(ctx)
+	waited := time.Since(start)
+	close(stop)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// At most every stream request is ahead of it in b's queue, each held
+	// holdFor, each hand-off within a heartbeat.
+	bound := streams*(holdFor+heartbeat) + slack
+	if waited > bound {
+		t.Errorf("the multi-request waited %v behind a stream of %d; bound %v", waited, streams, bound)
+	}
+	if !slices.Equal(m.Names(), []string{"a", "b"}) || got.Fence("a") == 0 || got.Fence("b") == 0 || got.Err() != nil {
+		t.Errorf("names %v, fences %d and %d, Err %v", m.Names(), got.Fence("a"), got.Fence("b"), got.Err())
+	}
+	if err := got.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(got.Err(), fairlock.ErrReleased) {
+		t.Errorf("Err after Release: %v", got.Err())
+	}
+	wg.Wait()
+	t.Logf("granted after %v behind a stream of %d (bound %v)", waited.Round(time.Millisecond), streams, bound)
+}
+
+// A call that fails or is cancelled, while waiting for its first mutex or
+// holding it and waiting for the second, leaves nothing in either queue;
+// every key keeps a TTL.
+func TestMultiMutexLeavesNothing(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ctx := withTimeout(t, 20*time.Second)
+	other := newLocker(t, srv.Client(t))
+	l := newLocker(t, srv.Client(t))
+	m := mustMulti(t, l, "y", "x")
+	for _, busy := range []string{"x", "y"} {
+		held := mustAcquire(t, other, busy)
+		if _, err := m.TryAcquire(ctx); !errors.Is(err, fairlock.ErrNotAcquired) {
+			t.Fatalf("TryAcquire with %s held: %v, want ErrNotAcquired", busy, err)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 3*heartbeat)
+		_, err := m.Acquire(cctx)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Acquire with %s held: %v, want context.DeadlineExceeded", busy, err)
+		}
+		for _, name := range []string{"x", "y"} {
+			st, err := l.Inspect(ctx, fairlock.LockMutex, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			holds := st.Held() && st.Holders[0].Token == held.Token()
+			if len(st.Waiters) != 0 || st.Held() && !holds || (name == busy) != holds {
+				t.Errorf("with %s held, after the failed calls, %s is %+v", busy, name, st)
+			}
+		}
+		keysWithTTLs(t, ctx, srv.Client(t), "after a cancelled MultiMutex")
+		released(t, held)
+	}
+	for _, names := range [][]string{nil, {"x", "x"}, {"x", ""}} {
+		if _, err := l.MultiMutex(names...); !errors.Is(err, fairlock.ErrInvalid) {
+			t.Errorf("MultiMutex(%q): %v, want ErrInvalid", names, err)
+		}
+	}
+	if err := m.Do(ctx, nil); !errors.Is(err, fairlock.ErrInvalid) {
+		t.Errorf("Do(nil): %v, want ErrInvalid", err)
+	}
+}
