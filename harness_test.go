@@ -130,6 +130,7 @@ var errClasses = []struct {
 	{fairlock.ErrNotAcquired, "notacquired"},
 	{context.Canceled, "canceled"},
 	{context.DeadlineExceeded, "deadline"},
+	{errRejected, "rejected"},
 }
 
 // errClass names an error in one word for the history.
@@ -818,6 +819,8 @@ func (a *agent) command(f []string) {
 			reqs = append(reqs, parseReq(r))
 		}
 		go a.contend(arg(1), int(num(2)), time.Duration(num(3))*time.Millisecond, arg(4), time.Duration(num(5))*time.Microsecond, int(num(6)), reqs)
+	case "transfer": // transfer W ACCOUNTS DURms: transfers between random accounts, as "xfer" events
+		go a.transfers(arg(1), int(num(2)), time.Duration(num(3))*time.Millisecond)
 	case "observe": // observe NAME: follow the election's leaders, as "leader" events
 		go a.observe(arg(1))
 	case "reset": // close the Locker and open a fresh one (fresh subscription)
@@ -1018,6 +1021,69 @@ func (a *agent) countedSection(ctx context.Context, w, counterKey string, hold t
 	}
 	return v
 }
+
+// transfers moves 1 between two of accounts drawn at random, in a random
+// direction, holding both accounts' mutexes ("acct:<i>") through a
+// MultiMutex, until d has passed; each transfer's ctx is 10 s, longer than
+// any wait without a deadlock. Each ends in an "xfer" event: Err "ok", the
+// Acquire's error, or "rejected" if the store refused a fence; then
+// "xferdone" with N the transfers done.
+func (a *agent) transfers(w string, accounts int, d time.Duration) {
+	var n int64
+	for end := time.Now().Add(d); time.Now().Before(end); n++ {
+		from, to := rand.IntN(accounts), rand.IntN(accounts-1)
+		if to >= from {
+			to++
+		}
+		ev := Ev{W: w, Kind: "xfer", L: fmt.Sprintf("acct:%d>acct:%d", from, to)}
+		ev.Err = errClass(a.transfer(from, to))
+		a.emit(ev)
+	}
+	a.emit(Ev{W: w, Kind: "xferdone", N: n})
+}
+
+func (a *agent) transfer(from, to int) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	m, err := a.getLocker().MultiMutex(fmt.Sprint("acct:", from), fmt.Sprint("acct:", to))
+	if err != nil {
+		return err
+	}
+	lease, err := m.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer lease.Release(ctx) //nolint:errcheck // a lost lease's release is the store's business
+	runtimeYield()
+	ok, err := transferScript.Run(ctx, a.client, []string{accountKey(from), accountKey(to)},
+		lease.Fence(fmt.Sprint("acct:", from)), lease.Fence(fmt.Sprint("acct:", to))).Int()
+	if err == nil && ok == 0 {
+		err = errRejected
+	}
+	return err
+}
+
+// accountKey is account i's balance and last fence, in a fenced store.
+func accountKey(i int) string { return fmt.Sprintf("xfer:acct:%d", i) }
+
+// errRejected: the store refused a fence.
+var errRejected = errors.New("rejected")
+
+// transferScript moves 1 from KEYS[1] to KEYS[2], each a hash of balance
+// and the last fence it accepted, if neither fence (ARGV[1], ARGV[2]) is
+// older than its account's last one: both or neither, as a database
+// transaction would.
+var transferScript = redis.NewScript(`
+for i = 1, 2 do
+  if tonumber(ARGV[i]) < tonumber(redis.call('HGET', KEYS[i], 'fence') or '0') then return 0 end
+end
+redis.call('HINCRBY', KEYS[1], 'balance', -1)
+redis.call('HINCRBY', KEYS[2], 'balance', 1)
+for i = 1, 2 do
+  redis.call('HSET', KEYS[i], 'fence', ARGV[i])
+  redis.call('PEXPIRE', KEYS[i], 600000)
+end
+return 1`)
 
 func runtimeYield() { time.Sleep(time.Duration(rand.IntN(200)) * time.Microsecond) }
 
