@@ -24,6 +24,7 @@ import (
 
 	"github.com/fairlock/fairlock/fairlock"
 	"github.com/fairlock/fairlock/internal/redistest"
+	"github.com/fairlock/fairlock/internal/transfers"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -84,12 +85,24 @@ func TestCluster(t *testing.T) {
 	t.Run("Resharding", func(t *testing.T) { testResharding(t, c, client) })
 	t.Run("Throughput", func(t *testing.T) { testThroughput(t, client) })
 	t.Run("Priorities", func(t *testing.T) { testClusterPriorities(t, client) })
+	t.Run("MultiMutex", func(t *testing.T) { testClusterMultiMutex(t, client) })
 	for _, k := range []kind{semKind, rwKind} {
 		t.Run(k.name+"/NoCrossSlot", func(t *testing.T) { testKindsNoCrossSlot(t, k, client) })
 		t.Run(k.name+"/FIFOOverShards", func(t *testing.T) { testKindsFIFO(t, k, c, client) })
 		t.Run(k.name+"/CapacityOverShards", func(t *testing.T) { testKindsCapacity(t, k, c, client) })
 		t.Run(k.name+"/OneMessagePerLocker", func(t *testing.T) { testKindsOneMessage(t, k, c, client) })
 	}
+}
+
+// testClusterMultiMutex: transfers between accounts whose names hash to
+// different slots, each holding both accounts through a MultiMutex, named
+// in random order, from 4 Lockers at once: every transfer finishes within
+// its ctx (no deadlock across shards), no account is in two transfers at
+// once, and the total is conserved.
+func testClusterMultiMutex(t *testing.T, client func() redis.UniversalClient) {
+	const accounts, lockers, workers = 6, 4, 2
+	n := transfers.Run(t, newLockers(t, lockers, client), "mm-acct:", accounts, workers, 2*time.Second, 0)
+	t.Logf("%d transfers across shards by %d Lockers x %d workers among %d accounts", n, lockers, workers, accounts)
 }
 
 // testClusterPriorities: a semaphore with groups and waiters of three

@@ -3,16 +3,14 @@ package fairlock_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"math/rand/v2"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fairlock/fairlock/fairlock"
 	"github.com/fairlock/fairlock/internal/redistest"
+	"github.com/fairlock/fairlock/internal/transfers"
 )
 
 // Tests of MultiMutex: all or nothing, no deadlock whatever order callers
@@ -36,67 +34,12 @@ func TestMultiMutexTransfers(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
 	const accounts, lockers, workers = 5, 4, 2
-	var balance [accounts]atomic.Int64
-	var busy [accounts]atomic.Bool
-	for i := range balance {
-		balance[i].Store(100)
-	}
-	var done atomic.Int64
-	deadline := time.Now().Add(2 * time.Second)
-	var wg sync.WaitGroup
+	var ls []*fairlock.Locker
 	for range lockers {
-		l := newLocker(t, srv.Client(t))
-		for range workers {
-			wg.Go(func() {
-				for time.Now().Before(deadline) {
-					from, to := rand.IntN(accounts), rand.IntN(accounts-1)
-					if to >= from {
-						to++
-					}
-					m, err := l.MultiMutex(fmt.Sprint("account:", from), fmt.Sprint("account:", to))
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-					err = m.Do(ctx, func(context.Context) error {
-						for _, a := range []int{from, to} {
-							if busy[a].Swap(true) {
-								return fmt.Errorf("account %d is in two transfers at once", a)
-							}
-						}
-						// A read, a pause and a write: only the locks keep
-						// the total whole.
-						f, g := balance[from].Load(), balance[to].Load()
-						time.Sleep(time.Millisecond)
-						balance[from].Store(f - 1)
-						balance[to].Store(g + 1)
-						busy[from].Store(false)
-						busy[to].Store(false)
-						return nil
-					})
-					cancel()
-					if err != nil {
-						t.Errorf("transfer %d -> %d: %v", from, to, err)
-						return
-					}
-					done.Add(1)
-				}
-			})
-		}
+		ls = append(ls, newLocker(t, srv.Client(t)))
 	}
-	wg.Wait()
-	var total int64
-	for i := range balance {
-		total += balance[i].Load()
-	}
-	if total != 100*accounts {
-		t.Errorf("the total is %d, not %d", total, 100*accounts)
-	}
-	t.Logf("%d transfers by %d Lockers × %d workers among %d accounts", done.Load(), lockers, workers, accounts)
-	if done.Load() == 0 {
-		t.Error("no transfer finished")
-	}
+	n := transfers.Run(t, ls, "account:", accounts, workers, 2*time.Second, time.Millisecond)
+	t.Logf("%d transfers by %d Lockers × %d workers among %d accounts", n, lockers, workers, accounts)
 }
 
 // A multi-request queued behind a stream of single requests on one of its
