@@ -14,7 +14,8 @@ package fairlock_test
 // failure to a short sequence and prints it.
 //
 // Actions: Acquire (waits until queued or granted), TryAcquire, Release,
-// Extend, Cancel of a waiting call, Do whose fn returns or panics. Faults,
+// Extend, Cancel of a waiting call, Do whose fn returns or panics, and
+// AcquireBoth, a MultiMutex of the two mutexes "m" and "n". Faults,
 // each a generation of its own for the FIFO check:
 //   - a Locker that dies (its network is cut for good);
 //   - time passing beyond every TTL (Wait);
@@ -135,7 +136,12 @@ type smLock struct {
 }
 
 var smLocks = []smLock{{"m", fairlock.LockMutex, 1, 0}, {"s", fairlock.LockSemaphore, 3, 0},
-	{"r", fairlock.LockRWMutex, fairlock.MaxCapacity, 0}, {"g", fairlock.LockSemaphore, 3, 2}}
+	{"r", fairlock.LockRWMutex, fairlock.MaxCapacity, 0}, {"g", fairlock.LockSemaphore, 3, 2},
+	{"n", fairlock.LockMutex, 1, 0}}
+
+// smPair are the two mutexes AcquireBoth takes with a MultiMutex, named in
+// the order opposite to the one it takes them in.
+var smPair = [2]int{4, 0}
 
 // smGroups are the groups of the grouped semaphore: "" names none.
 var smGroups = []string{"", "a", "b"}
@@ -161,6 +167,7 @@ type smCall struct {
 	arrival      int // when it was queued, in steps; 0 if not (yet)
 	gen          int // the generation it queued in
 	requeued     bool
+	multi        string // an AcquireBoth's: the metadata of its leases
 	started      time.Time
 	cancel       context.CancelFunc
 	queued       chan struct{}
@@ -224,6 +231,7 @@ type machine struct {
 	full                         bool     // Redis at full memory
 	valid                        *validity
 	hits                         map[string]int // faults that took effect, by class, over the whole run
+	multis                       int            // AcquireBoth calls, for their metadata
 	// batched counts the Lockers' calls that shared a round trip with
 	// another (batch.go), over the whole run.
 	batched atomic.Int64
@@ -564,6 +572,60 @@ func (m *machine) AcquireMany(rt *rapid.T) {
 	}
 	for _, c := range started {
 		m.awaitQueued(c)
+	}
+}
+
+// AcquireBoth starts a MultiMutex's Acquire of the two mutexes by Locker
+// i: a call on each, which end together, with a lease each or the same
+// error. Each counts in its lock's checks as any lease does; the FIFO
+// check leaves them out, since the second mutex is queued for only once
+// the first is held, at a step the test does not see. While it waits for
+// the second, it holds the first: its metadata tells the test's checks
+// whose holder that is.
+func (m *machine) AcquireBoth(rt *rapid.T) {
+	i := m.alive(rt)
+	if m.waitsFor(i, smPair[0]) || m.waitsFor(i, smPair[1]) {
+		rt.Skip("one waiting call per Locker and lock")
+	}
+	both, err := m.lockers[i].l.MultiMutex(smLocks[smPair[0]].name, smLocks[smPair[1]].name)
+	if err != nil {
+		rt.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	m.multis++
+	multi := fmt.Sprint("multi ", m.multis)
+	var calls [2]*smCall
+	for k, lock := range smPair {
+		calls[k] = &smCall{locker: i, lock: lock, permits: 1, gen: m.gen, requeued: true, multi: multi, started: time.Now(), cancel: cancel,
+			queued: make(chan struct{}), done: make(chan result, 1)}
+	}
+	go func() {
+		defer cancel() // the leases outlive the call's ctx
+		ml, err := both.Acquire(ctx, fairlock.WithMetadata(multi))
+		for _, c := range calls {
+			c.returned = time.Now()
+			if err != nil {
+				c.done <- result{nil, err}
+				continue
+			}
+			for _, ls := range ml.Leases() {
+				if ls.Name() == smLocks[c.lock].name {
+					c.done <- result{ls, nil}
+				}
+			}
+		}
+	}()
+	m.mu.Lock()
+	for _, c := range calls {
+		m.pending[[2]int{i, c.lock}] = c
+	}
+	m.mu.Unlock()
+	m.calls = append(m.calls, calls[:]...)
+	m.hit("multi-mutex")
+	select {
+	case r := <-calls[0].done:
+		calls[0].done <- r // harvested by Check
+	case <-time.After(m.maxBeat):
 	}
 }
 
@@ -1492,7 +1554,7 @@ func (m *machine) settled(rt *rapid.T) {
 			rt.Fatalf("inspect %s: %v", lk.name, err)
 		}
 		for _, h := range st.Holders {
-			if !held[h.Token] {
+			if !held[h.Token] && !m.multiHolds(h) {
 				m.valid.mu.Lock()
 				id, _, _ := strings.Cut(h.Token, ".")
 				evs, faults, who := m.valid.events[h.Token], m.valid.events[""], m.valid.events["locker:"+id]
@@ -1518,6 +1580,19 @@ func (m *machine) settled(rt *rapid.T) {
 			rt.Fatalf("%s: %d live waiters in Redis, the test waits on %d calls there", lk.name, len(st.Waiters), waiting)
 		}
 	}
+}
+
+// multiHolds tells whether h is held by an AcquireBoth call still under
+// way: it holds the first mutex while it waits for the second.
+func (m *machine) multiHolds(h fairlock.Holder) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, c := range m.pending {
+		if c.multi != "" && c.multi == h.Metadata && !m.lockers[c.locker].dead {
+			return true
+		}
+	}
+	return false
 }
 
 // finish ends every call and lease and closes the Lockers: then only fence
