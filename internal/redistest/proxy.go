@@ -223,6 +223,10 @@ func (p *Proxy) RewriteReplies(fn func(reply []byte) []byte) {
 // Close stops the proxy and closes its connections; what it held is let go
 // first, so that no goroutine waits for a Release that never comes.
 func (p *Proxy) Close() {
+	// Refused first: a connection accepted just before the listener
+	// closed, still dialling Redis, would otherwise be tracked after the
+	// Cut below and live until its client hung up (an agent: minutes).
+	p.Refuse(true)
 	p.ln.Close()
 	p.mu.Lock()
 	holds := p.caught
