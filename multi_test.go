@@ -2,6 +2,7 @@ package fairlock_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -9,6 +10,10 @@ import (
 	"testing"
 	"time"
 )
+
+// transferRun is how long TestMultiMutexTransfers runs: 5 s in the test
+// command and CI, longer by hand (-transfer-run=30s).
+var transferRun = flag.Duration("transfer-run", 5*time.Second, "how long TestMultiMutexTransfers moves money")
 
 // TestMultiMutexTransfers: 8 processes move money among 10 accounts, each
 // transfer holding both accounts through a MultiMutex, in random
@@ -21,7 +26,7 @@ func TestMultiMutexTransfers(t *testing.T) {
 	t.Parallel()
 	const lease, waiterTTL = 400 * time.Millisecond, 300 * time.Millisecond
 	const accounts, procs, opening = 10, 8, 100
-	run := 5 * time.Second
+	run := *transferRun
 	e := newEnv(t, lease, waiterTTL)
 	ctx := context.Background()
 	for i := range accounts {
