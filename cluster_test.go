@@ -86,6 +86,7 @@ func TestCluster(t *testing.T) {
 	t.Run("Throughput", func(t *testing.T) { testThroughput(t, client) })
 	t.Run("Priorities", func(t *testing.T) { testClusterPriorities(t, client) })
 	t.Run("MultiMutex", func(t *testing.T) { testClusterMultiMutex(t, client) })
+	t.Run("Election", func(t *testing.T) { testClusterElection(t, client) })
 	for _, k := range []kind{semKind, rwKind} {
 		t.Run(k.name+"/NoCrossSlot", func(t *testing.T) { testKindsNoCrossSlot(t, k, client) })
 		t.Run(k.name+"/FIFOOverShards", func(t *testing.T) { testKindsFIFO(t, k, c, client) })
@@ -103,6 +104,56 @@ func testClusterMultiMutex(t *testing.T, client func() redis.UniversalClient) {
 	const accounts, lockers, workers = 6, 4, 2
 	n := transfers.Run(t, newLockers(t, lockers, client), "mm-acct:", accounts, workers, 2*time.Second, 0)
 	t.Logf("%d transfers across shards by %d Lockers x %d workers among %d accounts", n, lockers, workers, accounts)
+}
+
+// testClusterElection: elections of names on different shards, each with
+// two candidates and an observer: the first leads, the second after its
+// resignation, and the observer sees both values in order (its log and
+// record share the name's slot with the lock's keys, so no CROSSSLOT).
+func testClusterElection(t *testing.T, client func() redis.UniversalClient) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ls := newLockers(t, 3, client)
+	for i := range 4 {
+		name := fmt.Sprint("el-", i)
+		var es []*fairlock.Election
+		for _, l := range ls {
+			e, err := l.Election(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			es = append(es, e)
+		}
+		wctx, stop := context.WithCancel(ctx)
+		seen := es[2].Observe(wctx)
+		first, err := es[0].Campaign(ctx, "first")
+		if err != nil {
+			t.Fatal(err)
+		}
+		values := []string{(<-seen).Value}
+		second := make(chan *fairlock.Term, 1)
+		go func() {
+			term, err := es[1].Campaign(ctx, "second")
+			if err != nil {
+				t.Error(err)
+			}
+			second <- term
+		}()
+		if err := first.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+		term := <-second
+		values = append(values, (<-seen).Value)
+		stop()
+		for range seen {
+		}
+		if !slices.Equal(values, []string{"first", "second"}) || term == nil || term.Epoch() <= first.Epoch() {
+			t.Fatalf("%s: observed %v; epochs %d then %v", name, values, first.Epoch(), term)
+		}
+		if err := term.Resign(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // testClusterPriorities: a semaphore with groups and waiters of three

@@ -33,6 +33,7 @@ type candidate struct {
 // history checker finds one leader at a time, in FIFO order of campaigns.
 func TestElectionFaults(t *testing.T) {
 	t.Parallel()
+	redistest.SkipUnderRace(t)
 	const lease, waiterTTL = 400 * time.Millisecond, 250 * time.Millisecond
 	e := newKindEnv(t, electKind, lease, waiterTTL)
 	name, res := "leader", "elect-resource"

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/fairlock/fairlock/internal/redistest"
 )
 
 // transferRun is how long TestMultiMutexTransfers runs: 5 s in the test
@@ -24,6 +26,7 @@ var transferRun = flag.Duration("transfer-run", 5*time.Second, "how long TestMul
 // the total, and a paused holder's late transfer is refused by a fence.
 func TestMultiMutexTransfers(t *testing.T) {
 	t.Parallel()
+	redistest.SkipUnderRace(t)
 	const lease, waiterTTL = 400 * time.Millisecond, 300 * time.Millisecond
 	const accounts, procs, opening = 10, 8, 100
 	run := *transferRun
@@ -33,13 +36,15 @@ func TestMultiMutexTransfers(t *testing.T) {
 		e.rdb.HSet(ctx, accountKey(i), "balance", opening, "fence", 0)
 		e.rdb.PExpire(ctx, accountKey(i), 10*time.Minute)
 	}
+	// The run starts once the processes are up: under -race, on a busy
+	// machine, starting them takes seconds.
+	ps := e.spawn(procs)
 	end := time.Now().Add(run)
 	start := func(p *Proc) string {
 		w := p.NewW()
 		p.Send("transfer %s %d %d", w, accounts, time.Until(end).Milliseconds())
 		return w
 	}
-	ps := e.spawn(procs)
 	live := map[*Proc]string{}
 	for _, p := range ps {
 		live[p] = start(p)

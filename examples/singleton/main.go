@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -49,8 +50,11 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	const jobKey = "example-singleton:job"
 	opts := []fairlock.Option{
 		fairlock.WithKeyPrefix("example-singleton"),
-		fairlock.WithLeaseTTL(300 * time.Millisecond),
-		fairlock.WithWaiterTTL(300 * time.Millisecond),
+		// A short lease, so that c takes over from b fast; a longer
+		// waiter TTL, so that a candidate keeps its place on a machine
+		// slow enough to delay a renewal.
+		fairlock.WithLeaseTTL(500 * time.Millisecond),
+		fairlock.WithWaiterTTL(2 * time.Second),
 	}
 	var replicas []*replica
 	for _, name := range []string{"a", "b", "c"} {
@@ -123,8 +127,11 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 // the leader; the term arrives on the channel (nil if the campaign failed).
 func queueCampaign(ctx context.Context, r *replica) <-chan *fairlock.Term {
 	elected, queued := make(chan *fairlock.Term, 1), make(chan struct{})
+	var once sync.Once
 	go func() {
-		t, _ := r.election.Campaign(ctx, "replica "+r.name, fairlock.OnQueued(func(int) { close(queued) }))
+		// OnQueued reports each time the candidate queues: again if it
+		// lost its place (a renewal later than its waiter TTL).
+		t, _ := r.election.Campaign(ctx, "replica "+r.name, fairlock.OnQueued(func(int) { once.Do(func() { close(queued) }) }))
 		elected <- t
 	}()
 	select {

@@ -215,3 +215,14 @@ func FlagDefault(name, value string) {
 		flag.Set(name, value) //nolint:errcheck // the caller names a flag that exists
 	}
 }
+
+// SkipUnderRace skips t in a binary built with -race, for a scenario of
+// many processes that each run a -race binary too: CI runs it without
+// -race, on Redis 8.0 and Valkey 8.1, and so does the README's test
+// command. The library code it drives runs under -race in other tests.
+func SkipUnderRace(t testing.TB) {
+	t.Helper()
+	if raceEnabled {
+		t.Skip("many processes, each built with -race: run without it (CI's Redis 8.0 and Valkey 8.1 suites, the README's command)")
+	}
+}
