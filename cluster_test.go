@@ -672,7 +672,9 @@ func testSpread(t *testing.T, c *redistest.Cluster, client func() redis.Universa
 	const nNames, workers = 10000, 16
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	ls := newLockers(t, 2, client, fairlock.WithAutoRenew(false), fairlock.WithLeaseTTL(60*time.Second), fairlock.WithKeyPrefix("spread"))
+	// Leases longer than the test's ctx: without renewal they must outlive
+	// the acquire phase, which took 60 s under -race with a core busy.
+	ls := newLockers(t, 2, client, fairlock.WithAutoRenew(false), fairlock.WithLeaseTTL(5*time.Minute), fairlock.WithKeyPrefix("spread"))
 	before := c.KeysPerPrimary(t)
 	leases := make([]*fairlock.Lease, nNames)
 	var next atomic.Int64
