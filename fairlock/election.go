@@ -88,9 +88,10 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // current leader, if any, then each value a leader publishes, in the order
 // of epoch and revision, never one older than the last it delivered. It
 // reads a log that Redis keeps, not pub/sub messages, so a lost message
-// loses no change. An observer that falls more than 1000 values behind, or
-// cannot reach Redis for a while, skips to the current leader, and so may
-// miss leaders in between, but never goes back. The channel is not
+// loses no change. An observer that falls more than about 1000 values
+// behind misses those the log dropped, and reads on from the oldest it
+// kept; one whose read fails starts again from the current leader. Either
+// may miss leaders in between, but never goes back. The channel is not
 // buffered: read it promptly. It is closed within a heartbeat after ctx
 // ends or the Locker shuts down.
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
