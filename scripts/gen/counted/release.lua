@@ -513,9 +513,13 @@ local function placeIn(group, r, lane, lineSame)
   else
     head = peek(line(group, lane))
   end
+  -- A head with no place in the order set (a rollback tore it away) is no
+  -- head: its Locker finds the waiter lost and takes it out of the line.
+  local score = type(head) == 'string' and scoreOf(head)
+  if type(head) == 'string' and not score then head = nil end
   local placed = head and (groupLimit == 0 or r.held + weight(head) <= groupLimit)
   local was = r.members[lane]
-  local at = type(head) == 'string' and arrivalOf(scoreOf(head))
+  local at = score and arrivalOf(score)
   if lane > 0 and type(head) ~= 'boolean' then
     -- The line was read: its head may have changed.
     if at then
