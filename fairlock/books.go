@@ -199,6 +199,13 @@ func (b *books) stillToOpen(s *session, open []any) []any {
 	return open
 }
 
+// isOpen tells whether a call that opened s was answered.
+func (b *books) isOpen(s *session) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return s.opened
+}
+
 // confirm records that Redis answered a call that renewed (or opened) the
 // keys of s it names, sent at sent, and moves their deadlines.
 func (b *books) confirm(s *session, sent time.Time, holders, waiters bool) {

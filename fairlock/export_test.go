@@ -81,3 +81,15 @@ func EndedAt(s *Lease) time.Time {
 	defer s.mu.Unlock()
 	return s.ended
 }
+
+// WithdrawBeforeOpening withdraws token for good, as a party of the session
+// that l's next request on the mutex name opens: the withdrawal reaches
+// Redis first, as one that overtook the request that would have opened
+// the session.
+func WithdrawBeforeOpening(ctx context.Context, l *Locker, name, token string) error {
+	ref := l.refs.get(mutexKind, name)
+	l.books.mu.Lock()
+	s := l.books.sessionFor(ref, l.id)
+	l.books.mu.Unlock()
+	return l.cancelToken(ctx, ref, s, s.id+":"+token, false, true)
+}

@@ -292,6 +292,34 @@ func TestNoRollbackWithoutOne(t *testing.T) {
 	}
 }
 
+// A withdrawal that overtakes the request that would open its session
+// counts itself in a mark that lives the lease TTL; the session may open
+// later than that (the request was never sent, and the next comes a while
+// after), and the count with it must not then fall short of what the
+// Locker counted, or the first renewal takes it for a rollback.
+func TestEarlyWithdrawalKeepsTheCount(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	var warnings atomic.Int64
+	const ttl = 100 * time.Millisecond
+	l := newLocker(t, srv.Client(t), fairlock.WithLeaseTTL(ttl), fairlock.WithObserver(func(e fairlock.Event) {
+		if e.Kind == fairlock.EventWarning {
+			warnings.Add(1)
+		}
+	}))
+	ctx := withTimeout(t, 10*time.Second)
+	if err := fairlock.WithdrawBeforeOpening(ctx, l, "early", "never-sent"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2 * ttl) // the mark, and the count in it, expire
+	s := mustAcquire(t, l, "early")
+	time.Sleep(3 * l.Heartbeat())
+	if warnings.Load() != 0 || s.Err() != nil {
+		t.Fatalf("a withdrawal before the session opened: %d warnings, lease %v", warnings.Load(), s.Err())
+	}
+	released(t, s)
+}
+
 // A request that opens a session may reach Redis after another opened it
 // and a release counted itself there (a batch whose reply timed out, with
 // its request delayed in the network, and the calls after it): it must not

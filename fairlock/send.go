@@ -116,11 +116,12 @@ func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, er
 // w is withdrawn for good in the background and the call ends with cause.
 func (a *attempt) fateOf(ctx context.Context, w *waiter, mode requestMode, cause error) (int64, error) {
 	args := w.ref.call(w.tokenArg, mode.arg(), a.l.refs.leaseMs)
+	open := a.l.books.isOpen(w.session)
 	reply, err := w.ref.kind.scripts.Recover.run(ctx, a.l.batch, args, retried).Int64()
 	switch {
 	case err == nil:
 		if reply == 0 {
-			w.session.counted.Add(1) // recover.lua counts a withdrawal
+			countWithdrawal(w.session, open) // recover.lua counts a withdrawal
 		}
 		return reply, nil
 	case redis.HasErrorPrefix(err, scripts.ErrSessionGone):

@@ -75,7 +75,8 @@ type session struct {
 	// parties join another session, so that the marks stay few.
 	withdrawn int
 	// counted is how many of its calls that count themselves in its hash
-	// Redis answered: releases that freed a lock, withdrawals, renewals.
+	// Redis answered: releases that freed a lock, withdrawals sent once it
+	// was open (countWithdrawal), renewals.
 	counted atomic.Int64
 }
 

@@ -17,15 +17,7 @@
 -- gone (nothing changed); -2 the lock was free with waiters queued: token
 -- holds it, and its caller hands it on.
 if ARGV[3] then
-  -- As lib/tokens.lua's openSession: the count starts with the calls
-  -- counted before the session opened.
-  if redis.call('HSETNX', KEYS[4], '', 1) == 1 then
-    local early = redis.call('HGET', KEYS[4], '#')
-    if early then
-      redis.call('HINCRBY', KEYS[4], '', early)
-      redis.call('HDEL', KEYS[4], '#')
-    end
-  end
+  redis.call('HSETNX', KEYS[4], '', 1)
   redis.call('PEXPIRE', KEYS[4], ARGV[3])
   redis.call('SET', KEYS[5], ARGV[5], 'PX', ARGV[4])
 elseif redis.call('EXISTS', KEYS[4]) == 0 then

@@ -73,9 +73,7 @@ local function admitAtFullMemory() redis.call('HDEL', metaKey, '') end
 --                                     does (TTL: the Locker's lease TTL).
 --                                     Its field "" is always there: it
 --                                     counts the session's calls that
---                                     Redis must not lose (countWrite);
---                                     its field "#" those that came
---                                     before the session opened.
+--                                     Redis must not lose (countWrite).
 --                                     A field named by a token marks it:
 --                                       "u"  a grant to a waiter that its
 --                                            Locker has not taken up yet:
@@ -161,18 +159,14 @@ end
 -- missed them, a restart from an older snapshot), and the Locker gives the
 -- session up, which ends whatever a lost release or withdrawal left
 -- behind. HINCRBY makes a field it does not find: one it made (the session
--- is not open) goes at once. A call that reached Redis before the request
--- that opens the session (a withdrawal that overtook it, whose mark made
--- the key, with a TTL) counts in the field "#", which the opening adds in:
--- its Locker counted it when Redis answered, and a count that fell short
--- for it would read as a rollback. It grows memory: a call admitted at full
--- memory runs it after its first write.
+-- is not open) goes at once: a withdrawal that overtook the request that
+-- opens the session is not counted, and its Locker, which had not seen the
+-- session open when it sent it, does not count it either (withdraw.go's
+-- countWithdrawal). It grows memory: a call admitted at full memory runs
+-- it after its first write.
 local function countWrite(token)
   local key = sessionKey(token)
-  if redis.call('HINCRBY', key, '', 1) == 1 then
-    redis.call('HDEL', key, '')
-    if redis.call('EXISTS', key) == 1 then redis.call('HINCRBY', key, '#', 1) end
-  end
+  if redis.call('HINCRBY', key, '', 1) == 1 then redis.call('HDEL', key, '') end
 end
 -- fence.lua: fencing tokens.
 

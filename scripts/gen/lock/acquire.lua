@@ -65,9 +65,7 @@ local function keepMade(key, ttl) redis.call('PEXPIRE', key, ttl) end
 --                                     does (TTL: the Locker's lease TTL).
 --                                     Its field "" is always there: it
 --                                     counts the session's calls that
---                                     Redis must not lose (countWrite);
---                                     its field "#" those that came
---                                     before the session opened.
+--                                     Redis must not lose (countWrite).
 --                                     A field named by a token marks it:
 --                                       "u"  a grant to a waiter that its
 --                                            Locker has not taken up yet:
@@ -163,15 +161,8 @@ end
 -- parties are left in this lock.
 local function openSession(token, leaseMs, waiterMs, grantMs)
   local key = sessionKey(token)
-  -- Several requests may open it at once: the first starts the count, with
-  -- the calls counted before it (countWrite).
-  if redis.call('HSETNX', key, '', 1) == 1 then
-    local early = redis.call('HGET', key, '#')
-    if early then
-      redis.call('HINCRBY', key, '', early)
-      redis.call('HDEL', key, '#')
-    end
-  end
+  -- Several requests may open it at once: the first starts the count.
+  redis.call('HSETNX', key, '', 1)
   redis.call('PEXPIRE', key, leaseMs)
   redis.call('SET', key .. ':w', grantMs, 'PX', waiterMs)
   sessionsAlive[key], grantTTLs[sessionOf(token)] = true, tonumber(grantMs)

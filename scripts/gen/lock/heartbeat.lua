@@ -73,9 +73,7 @@ local function admitAtFullMemory() redis.call('HDEL', metaKey, '') end
 --                                     does (TTL: the Locker's lease TTL).
 --                                     Its field "" is always there: it
 --                                     counts the session's calls that
---                                     Redis must not lose (countWrite);
---                                     its field "#" those that came
---                                     before the session opened.
+--                                     Redis must not lose (countWrite).
 --                                     A field named by a token marks it:
 --                                       "u"  a grant to a waiter that its
 --                                            Locker has not taken up yet:
