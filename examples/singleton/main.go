@@ -14,10 +14,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
-	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -50,10 +49,11 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	const jobKey = "example-singleton:job"
 	opts := []fairlock.Option{
 		fairlock.WithKeyPrefix("example-singleton"),
-		// A short lease, so that c takes over from b fast; a longer
-		// waiter TTL, so that a candidate keeps its place on a machine
-		// slow enough to delay a renewal.
-		fairlock.WithLeaseTTL(500 * time.Millisecond),
+		// A short lease, so that c takes over from b fast, but not so
+		// short that a machine slow enough to delay a renewal that long
+		// loses a candidate's session (its waiters live by it too); a
+		// longer waiter TTL, for the same reason.
+		fairlock.WithLeaseTTL(time.Second),
 		fairlock.WithWaiterTTL(2 * time.Second),
 	}
 	var replicas []*replica
@@ -95,9 +95,9 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	if err := aTerm.Resign(ctx); err != nil {
 		return err
 	}
-	bTerm := <-bElected
-	if bTerm == nil {
-		return errors.New("b was not elected")
+	bTerm, err := (<-bElected)()
+	if err != nil {
+		return fmt.Errorf("b was not elected: %w", err)
 	}
 	if err := runs(bTerm, "b"); err != nil {
 		return err
@@ -108,9 +108,9 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	b.client.Close()
 	<-bTerm.Done()
 	fmt.Fprintln(w, "b: lost Redis; its term is over:", bTerm.Err())
-	cTerm := <-cElected
-	if cTerm == nil {
-		return errors.New("c was not elected")
+	cTerm, err := (<-cElected)()
+	if err != nil {
+		return fmt.Errorf("c was not elected: %w", err)
 	}
 	if err := runs(cTerm, "c"); err != nil {
 		return err
@@ -124,15 +124,22 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 }
 
 // queueCampaign starts r's campaign and returns once it is queued behind
-// the leader; the term arrives on the channel (nil if the campaign failed).
-func queueCampaign(ctx context.Context, r *replica) <-chan *fairlock.Term {
-	elected, queued := make(chan *fairlock.Term, 1), make(chan struct{})
-	var once sync.Once
+// the leader; the campaign's result arrives on the channel.
+func queueCampaign(ctx context.Context, r *replica) <-chan func() (*fairlock.Term, error) {
+	elected, queued := make(chan func() (*fairlock.Term, error), 1), make(chan struct{})
+	var queuedTimes atomic.Int64
 	go func() {
 		// OnQueued reports each time the candidate queues: again if it
-		// lost its place (a renewal later than its waiter TTL).
-		t, _ := r.election.Campaign(ctx, "replica "+r.name, fairlock.OnQueued(func(int) { once.Do(func() { close(queued) }) }))
-		elected <- t
+		// lost its place (a renewal later than its session's TTL).
+		t, err := r.election.Campaign(ctx, "replica "+r.name, fairlock.OnQueued(func(int) {
+			if queuedTimes.Add(1) == 1 {
+				close(queued)
+			}
+		}))
+		if err != nil {
+			err = fmt.Errorf("queued %d times: %w", queuedTimes.Load(), err)
+		}
+		elected <- func() (*fairlock.Term, error) { return t, err }
 	}()
 	select {
 	case <-queued:
