@@ -218,7 +218,7 @@ func FlagDefault(name, value string) {
 
 // SkipUnderRace skips t in a binary built with -race, for a scenario of
 // many processes that each run a -race binary too: CI runs it without
-// -race, on Redis 8.0 and Valkey 8.1, and so does the README's test
+// -race, on Redis 7.0, 8.0 and Valkey 8.1, and so does the README's test
 // command. The library code it drives runs under -race in other tests.
 func SkipUnderRace(t testing.TB) {
 	t.Helper()
