@@ -119,6 +119,24 @@ func TestACLRuleIsEnough(t *testing.T) {
 		t.Fatalf("Resign: %v", err)
 	}
 
+	// A MultiMutex: its request to both mutexes goes in one MULTI/EXEC,
+	// after SCRIPT FLUSH (so SCRIPT LOAD), and waits for one of them.
+	blocker := mustAcquire(t, b, "acl-m2")
+	primary.Client(t).ScriptFlush(ctx)
+	both := make(chan error, 1)
+	go func() {
+		ml, err := mustMulti(t, a, "acl-m1", "acl-m2").Acquire(ctx)
+		if err == nil {
+			err = ml.Release(ctx)
+		}
+		both <- err
+	}()
+	time.Sleep(2 * a.Heartbeat())
+	released(t, blocker)
+	if err := <-both; err != nil {
+		t.Fatalf("MultiMutex: %v", err)
+	}
+
 	// A grouped semaphore: its scans, due once a heartbeat, visit its
 	// parties (HSCAN).
 	ga, gb := groupSem(t, a, "acl-groups", 1, 1), groupSem(t, b, "acl-groups", 1, 1)

@@ -47,17 +47,28 @@ func (l *Locker) acquire(ctx context.Context, req request, wait bool, opts []Acq
 	if err := a.configure(opts); err != nil {
 		return nil, err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := l.enterAcquire(ctx, req.ref.name); err != nil {
 		return nil, err
 	}
-	if !l.books.enter(&l.calls) {
-		return nil, ErrClosed
-	}
 	defer l.calls.Done()
-	if err := l.checks.ensure(ctx, l.client, &l.cfg); err != nil {
-		return nil, failed("acquire", req.ref.name, err)
-	}
 	return a.run(ctx)
+}
+
+// enterAcquire counts in an Acquire of the lock called name, once its
+// options were checked: unless ctx ended, the Locker is closed, or Redis
+// fails its first check. The caller calls l.calls.Done when it returns.
+func (l *Locker) enterAcquire(ctx context.Context, name string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !l.books.enter(&l.calls) {
+		return ErrClosed
+	}
+	if err := l.checks.ensure(ctx, l.client, &l.cfg); err != nil {
+		l.calls.Done()
+		return failed("acquire", name, err)
+	}
+	return nil
 }
 
 // configure reads the call's options and checks them.

@@ -11,20 +11,28 @@ import (
 // A MultiMutex holds several mutexes at once, all or none: a transfer
 // between two accounts locks both. Taken one by one in the order each
 // caller names them, A then B and B then A deadlock, and fair queues make
-// it worse, since nobody times out of a queue early. A MultiMutex takes
-// its mutexes in one order for every caller, whatever order they were
-// named in (by name, byte by byte), so no two callers can each hold what
-// the other waits for: no deadlock among MultiMutexes, nor with single
-// Acquires. Each mutex is taken as Mutex.Acquire takes it, in FIFO order,
-// so a stream of single requests cannot pass a MultiMutex's request in
-// any queue, and its wait is at most the sum of its mutexes' FIFO bounds.
+// it worse, since nobody times out of a queue early.
 //
-// What it costs: while it waits for a later mutex it holds the earlier
-// ones, so their waiters wait too, for as long as that later queue takes
-// (a bounded wait, never a deadlock). Taking them as one request, queued
-// in every queue at once, would hold nothing while waiting; it needs every
-// name on one Redis node, which Redis Cluster gives only to names that
-// share a slot, and fairlock does not do it yet.
+// On one Redis node (a client of one server, or Sentinel's), Acquire
+// queues one request in every mutex's queue at once, in one MULTI/EXEC:
+// any two MultiMutex requests stand in the same order in every queue they
+// share, so no cycle of waits can form, whatever order the names were
+// given in. The request keeps its place in each queue, so a stream of
+// single requests cannot pass it, and it waits in all its queues at once:
+// its wait is the longest of its mutexes' FIFO bounds. It may be granted
+// one mutex before the others, and holds it until it has them all.
+//
+// On Redis Cluster each lock name is a hash tag of its own, so two mutexes
+// share a slot only by chance, and mutexes in different slots cannot share
+// a transaction. There Acquire takes them one after another, in one order
+// for every caller (Names: by name, byte by byte), each in FIFO order,
+// which cannot deadlock either. That costs more: while it waits for a later
+// mutex it holds the earlier ones, and its wait is at most the sum of its
+// mutexes' FIFO bounds. TryAcquire takes them that way everywhere.
+//
+// A MultiMutex's Acquire takes no WithPriority (ErrInvalid): priorities
+// and their aging could order two requests one way in one queue and the
+// other way in another.
 //
 // A MultiMutex is safe for concurrent use, and costs nothing to make.
 type MultiMutex struct {
@@ -64,13 +72,25 @@ func (m *MultiMutex) Names() []string {
 	return names
 }
 
-// Acquire waits until it holds every mutex, taking them in Names' order,
-// each in FIFO order among its waiters, and returns the lease of all. If
-// ctx ends or a mutex's Acquire fails first, it releases what it took and
+// Acquire waits until it holds every mutex, each in FIFO order among its
+// waiters (see MultiMutex for how), and returns the lease of all. If ctx
+// ends or a mutex's request fails first, it releases what it took and
 // leaves every queue, and returns the error (matching ctx.Err() if ctx
-// ended). opts apply to each mutex's Acquire (OnQueued reports each queue
-// it joins).
+// ended). opts apply to each mutex's request (OnQueued reports each queue
+// it joins); WithPriority is ErrInvalid.
 func (m *MultiMutex) Acquire(ctx context.Context, opts ...AcquireOption) (*MultiLease, error) {
+	var cfg acquireConfig
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&cfg)
+		}
+	}
+	if cfg.priority > 0 {
+		return nil, fmt.Errorf("%w: a MultiMutex takes no priority: its request must stand in the same order in every queue", ErrInvalid)
+	}
+	if m.together() {
+		return m.acquireTogether(ctx, opts)
+	}
 	return m.take(ctx, func(mu *Mutex) (*Lease, error) { return mu.Acquire(ctx, opts...) })
 }
 

@@ -142,3 +142,57 @@ func TestMultiMutexLeavesNothing(t *testing.T) {
 		t.Errorf("Do(nil): %v, want ErrInvalid", err)
 	}
 }
+
+// On one Redis node a MultiMutex's request joins every queue at once: held
+// up in a (held by x), it is already ahead of a later single request in b,
+// and is granted b when b comes free, while it waits for a; the single
+// request waits until the MultiMutex releases. Its wait is its longest
+// queue's, not the sum of its queues'. A priority is refused: it could
+// order two requests one way in one queue and the other way in another.
+func TestMultiMutexQueuesEverywhereAtOnce(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ctx := withTimeout(t, 20*time.Second)
+	x, y, single := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
+	m := mustMulti(t, newLocker(t, srv.Client(t)), "a", "b")
+	holdsA, holdsB := mustAcquire(t, x, "a"), mustAcquire(t, y, "b")
+	multi := make(chan *fairlock.MultiLease, 1)
+	queued := make(chan int, 2)
+	go func() {
+		got, err := m.Acquire(ctx, fairlock.OnQueued(func(int) { queued <- 1 }))
+		if err != nil {
+			t.Error(err)
+		}
+		multi <- got
+	}()
+	for range 2 {
+		select {
+		case <-queued:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the MultiMutex did not queue in both queues")
+		}
+	}
+	later := queueFor(t, ctx, func(ctx context.Context, opts ...fairlock.AcquireOption) (*fairlock.Lease, error) {
+		return single.Acquire(ctx, "b", opts...)
+	})
+	released(t, holdsB)
+	notGranted(t, later, 3*heartbeat, "a single request queued in b after the MultiMutex")
+	released(t, holdsA)
+	var got *fairlock.MultiLease
+	select {
+	case got = <-multi:
+	case <-time.After(heartbeat + slack):
+		t.Fatal("the MultiMutex was not granted within a hand-off of a's release")
+	}
+	if got == nil {
+		t.FailNow()
+	}
+	if err := got.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := await(t, later, heartbeat+slack)
+	released(t, s)
+	if _, err := m.Acquire(ctx, fairlock.WithPriority(1)); !errors.Is(err, fairlock.ErrInvalid) {
+		t.Errorf("Acquire with a priority: %v, want ErrInvalid", err)
+	}
+}

@@ -75,11 +75,8 @@ func (a *attempt) tryFast(ctx context.Context, w *waiter, open []any) (lease *Le
 // a call whose context ends stops waiting for its answer, as for a lost
 // one.
 func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, error) {
-	capacity, limit := w.ref.countArgs(a.req.capacity, a.req.limit)
-	args := w.ref.call(w.tokenArg, a.mode.arg(), metaValue(w.meta), capacity, limit, w.group, w.weight)
-	args = append(args, open...)
 	sent := a.l.books.sentAt(w, time.Now())
-	reply, err := w.ref.kind.scripts.Acquire.run(ctx, a.l.batch, args, once).Int64()
+	reply, err := w.ref.kind.scripts.Acquire.run(ctx, a.l.batch, a.acquireArgs(w, open), once).Int64()
 	if err != nil && !isRedisError(err) {
 		// The answer was lost, maybe not the request.
 		if reply, err = a.fateOf(ctx, w, a.mode, err); err == nil && reply == 0 {
@@ -90,6 +87,19 @@ func (a *attempt) enqueue(ctx context.Context, w *waiter, open []any) (int64, er
 			return 0, err
 		}
 	}
+	return a.enqueued(w, open, sent, reply, err)
+}
+
+// acquireArgs are acquire.lua's arguments for w's request.
+func (a *attempt) acquireArgs(w *waiter, open []any) []any {
+	capacity, limit := w.ref.countArgs(a.req.capacity, a.req.limit)
+	args := w.ref.call(w.tokenArg, a.mode.arg(), metaValue(w.meta), capacity, limit, w.group, w.weight)
+	return append(args, open...)
+}
+
+// enqueued reads acquire.lua's answer to w's request, sent at sent (err:
+// Redis refused it): the fence of its grant, or its place (< 0).
+func (a *attempt) enqueued(w *waiter, open []any, sent time.Time, reply int64, err error) (int64, error) {
 	switch {
 	case err == nil:
 		if open != nil {

@@ -578,10 +578,10 @@ func (m *machine) AcquireMany(rt *rapid.T) {
 // AcquireBoth starts a MultiMutex's Acquire of the two mutexes by Locker
 // i: a call on each, which end together, with a lease each or the same
 // error. Each counts in its lock's checks as any lease does; the FIFO
-// check leaves them out, since the second mutex is queued for only once
-// the first is held, at a step the test does not see. While it waits for
-// the second, it holds the first: its metadata tells the test's checks
-// whose holder that is.
+// check leaves them out: the request joins both queues in one MULTI/EXEC,
+// but OnQueued, the test's one view of that, does not say which queue it
+// reports. While it waits for one mutex, it may hold the other: its
+// metadata tells the test's checks whose holder that is.
 func (m *machine) AcquireBoth(rt *rapid.T) {
 	i := m.alive(rt)
 	if m.waitsFor(i, smPair[0]) || m.waitsFor(i, smPair[1]) {
@@ -1583,7 +1583,7 @@ func (m *machine) settled(rt *rapid.T) {
 }
 
 // multiHolds tells whether h is held by an AcquireBoth call still under
-// way: it holds the first mutex while it waits for the second.
+// way: it may hold one mutex while it waits for the other.
 func (m *machine) multiHolds(h fairlock.Holder) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
