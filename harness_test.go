@@ -27,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -632,6 +633,9 @@ type agent struct {
 	cancel map[string]context.CancelFunc
 	outmu  sync.Mutex
 	out    *bufio.Writer
+	// parts are the waiters of the transfer under way, by lock name: the
+	// library's events on those locks report them (xferParts.report).
+	parts atomic.Pointer[xferParts]
 }
 
 func (a *agent) emit(e Ev) {
@@ -680,16 +684,21 @@ func agentMain() {
 		fairlock.WithLeaseTTL(envDur("FL_LEASE", time.Second)),
 		fairlock.WithWaiterTTL(envDur("FL_WAITER", time.Second)),
 	}
-	if os.Getenv("FL_OBSERVE") != "" {
+	observeAll := os.Getenv("FL_OBSERVE") != ""
+	a.opts = append(a.opts, fairlock.WithObserver(func(ev fairlock.Event) {
+		if p := a.parts.Load(); p != nil {
+			p.report(a, ev)
+		}
+		if !observeAll {
+			return
+		}
 		// library events, for diagnosis: "obs" with the kind in Err
-		a.opts = append(a.opts, fairlock.WithObserver(func(ev fairlock.Event) {
-			e := Ev{Kind: "obs", L: ev.Name, Tok: ev.Token, Fence: ev.Fence, Pos: ev.Position, Err: ev.Kind.String(), Lk: ev.Lock.String(), Per: int64(ev.Permits)}
-			if ev.Err != nil {
-				e.Err += "/" + errClass(ev.Err)
-			}
-			a.emit(e)
-		}))
-	}
+		e := Ev{Kind: "obs", L: ev.Name, Tok: ev.Token, Fence: ev.Fence, Pos: ev.Position, Err: ev.Kind.String(), Lk: ev.Lock.String(), Per: int64(ev.Permits)}
+		if ev.Err != nil {
+			e.Err += "/" + errClass(ev.Err)
+		}
+		a.emit(e)
+	}))
 	if err := a.newLocker(); err != nil {
 		a.emit(Ev{Kind: "fatal", Err: errClass(err)})
 		fmt.Fprintln(os.Stderr, err)
@@ -1036,24 +1045,48 @@ func (a *agent) transfers(w string, accounts int, d time.Duration) {
 			to++
 		}
 		ev := Ev{W: w, Kind: "xfer", L: fmt.Sprintf("acct:%d>acct:%d", from, to)}
-		ev.Err = errClass(a.transfer(from, to))
+		ev.Err = errClass(a.transfer(w, n, from, to))
 		a.emit(ev)
 	}
 	a.emit(Ev{W: w, Kind: "xferdone", N: n})
 }
 
-func (a *agent) transfer(from, to int) error {
+// transfer is one transfer, the n-th of the waiter w. Each of its mutexes
+// is a waiter of its own in the history ("<w>.<n>:<name>"), so that the
+// checker judges each queue: called when the MultiMutex's Acquire is,
+// queued, granted and lost as the library's events on that lock say, and
+// ended when the MultiLease's Release is called.
+func (a *agent) transfer(w string, n int64, from, to int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	m, err := a.getLocker().MultiMutex(fmt.Sprint("acct:", from), fmt.Sprint("acct:", to))
+	names := []string{fmt.Sprint("acct:", from), fmt.Sprint("acct:", to)}
+	m, err := a.getLocker().MultiMutex(names...)
 	if err != nil {
 		return err
 	}
+	p := &xferParts{ws: map[string]string{}}
+	p.acquiring.Store(true)
+	for _, name := range names {
+		p.ws[name] = fmt.Sprintf("%s.%d:%s", w, n, name)
+		a.emit(Ev{W: p.ws[name], Kind: "call", L: name})
+	}
+	a.parts.Store(p)
+	defer a.parts.Store(nil)
 	lease, err := m.Acquire(ctx)
+	p.acquiring.Store(false)
 	if err != nil {
+		for _, w := range p.ws {
+			a.emit(Ev{W: w, Kind: "acqerr", Err: errClass(err)})
+		}
 		return err
 	}
-	defer lease.Release(ctx) //nolint:errcheck // a lost lease's release is the store's business
+	defer func() {
+		t := monoNow()
+		err := lease.Release(context.Background())
+		for _, w := range p.ws {
+			a.emit(Ev{T: t, W: w, Kind: "rel", Err: errClass(err)})
+		}
+	}()
 	runtimeYield()
 	ok, err := transferScript.Run(ctx, a.client, []string{accountKey(from), accountKey(to)},
 		lease.Fence(fmt.Sprint("acct:", from)), lease.Fence(fmt.Sprint("acct:", to))).Int()
@@ -1061,6 +1094,31 @@ func (a *agent) transfer(from, to int) error {
 		err = errRejected
 	}
 	return err
+}
+
+// xferParts are the waiters of one transfer's mutexes, by lock name.
+type xferParts struct {
+	ws        map[string]string
+	acquiring atomic.Bool // its Acquire has not returned
+}
+
+// report adds the library's event ev to the history of the waiter it is
+// about. A part released while its Acquire is under way was given back by
+// a failed or repeated request: it counts as lost at once, since the
+// release came after its grant by an instant nobody stamped.
+func (p *xferParts) report(a *agent, ev fairlock.Event) {
+	w, ok := p.ws[ev.Name]
+	if !ok {
+		return
+	}
+	switch {
+	case ev.Kind == fairlock.EventEnqueued:
+		a.emit(Ev{W: w, Kind: "queued", Pos: ev.Position})
+	case ev.Kind == fairlock.EventGranted:
+		a.emit(Ev{W: w, Kind: "granted", Fence: ev.Fence})
+	case ev.Kind == fairlock.EventLost, ev.Kind == fairlock.EventReleased && p.acquiring.Load():
+		a.emit(Ev{W: w, Kind: "lost"})
+	}
 }
 
 // accountKey is account i's balance and last fence, in a fenced store.

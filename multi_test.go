@@ -23,7 +23,9 @@ var transferRun = flag.Duration("transfer-run", 5*time.Second, "how long TestMul
 // over) and paused (SIGSTOP past the lease TTL). No transfer waits out its
 // 10 s ctx (no deadlock: the run is shorter than that), the store, which
 // checks both accounts' fences and moves the money in one step, conserves
-// the total, and a paused holder's late transfer is refused by a fence.
+// the total, a paused holder's late transfer is refused by a fence, and in
+// each account's queue the history checker finds one holder at a time,
+// fences in grant order, and FIFO.
 func TestMultiMutexTransfers(t *testing.T) {
 	t.Parallel()
 	redistest.SkipUnderRace(t)
@@ -98,8 +100,11 @@ func TestMultiMutexTransfers(t *testing.T) {
 	if outcomes["ok"] == 0 {
 		t.Error("no transfer went through")
 	}
-	report(t, "multi-lock transfers, kills and pauses", fmt.Sprintf("%d processes, %d accounts, %v: no deadlock, total conserved", procs, accounts, run),
-		fmt.Sprintf("transfers %v (done by the processes alive at the end: %d); kills %d, pauses %d; total %d", outcomes, done, kills, pauses, sum))
+	// Each transfer's mutexes are waiters of their own in the history: one
+	// holder at a time, fences in grant order and FIFO, in each queue.
+	checked := e.check(CheckOpts{})
+	report(t, "multi-lock transfers, kills and pauses", fmt.Sprintf("%d processes, %d accounts, %v: no deadlock, total conserved, each account's queue checked", procs, accounts, run),
+		fmt.Sprintf("transfers %v (done by the processes alive at the end: %d); kills %d, pauses %d; total %d; checker: %s", outcomes, done, kills, pauses, sum, checked.Summary()))
 	for i := range accounts {
 		e.settle(fmt.Sprint("acct:", i))
 	}
