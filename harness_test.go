@@ -1055,7 +1055,7 @@ func (a *agent) transfers(w string, accounts int, d time.Duration) {
 // is a waiter of its own in the history ("<w>.<n>:<name>"), so that the
 // checker judges each queue: called when the MultiMutex's Acquire is,
 // queued, granted and lost as the library's events on that lock say, and
-// ended when the MultiLease's Release is called.
+// ended when the MultiLease's Release is called (lost if it fails).
 func (a *agent) transfer(w string, n int64, from, to int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -1081,10 +1081,15 @@ func (a *agent) transfer(w string, n int64, from, to int) error {
 		return err
 	}
 	defer func() {
-		t := monoNow()
-		err := lease.Release(context.Background())
+		// Reported before the call: a process killed as it releases may
+		// have released.
 		for _, w := range p.ws {
-			a.emit(Ev{T: t, W: w, Kind: "rel", Err: errClass(err)})
+			a.emit(Ev{W: w, Kind: "rel", Err: "ok"})
+		}
+		if err := lease.Release(context.Background()); err != nil {
+			for _, w := range p.ws {
+				a.emit(Ev{W: w, Kind: "lost", Err: errClass(err)})
+			}
 		}
 	}()
 	runtimeYield()
