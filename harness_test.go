@@ -443,6 +443,12 @@ func viaAddr(addr string) ProcOpt {
 	return func(env []string) []string { return append(env, "FL_ADDR="+addr) }
 }
 
+// reportParts makes the agent report each mutex of its transfers as a
+// waiter of its own (xferParts).
+func reportParts() ProcOpt {
+	return func(env []string) []string { return append(env, "FL_PARTS=1") }
+}
+
 // observe makes the agent report the library's own events ("obs").
 func observe() ProcOpt {
 	return func(env []string) []string { return append(env, "FL_OBSERVE=1") }
@@ -684,21 +690,12 @@ func agentMain() {
 		fairlock.WithLeaseTTL(envDur("FL_LEASE", time.Second)),
 		fairlock.WithWaiterTTL(envDur("FL_WAITER", time.Second)),
 	}
-	observeAll := os.Getenv("FL_OBSERVE") != ""
-	a.opts = append(a.opts, fairlock.WithObserver(func(ev fairlock.Event) {
-		if p := a.parts.Load(); p != nil {
-			p.report(a, ev)
-		}
-		if !observeAll {
-			return
-		}
-		// library events, for diagnosis: "obs" with the kind in Err
-		e := Ev{Kind: "obs", L: ev.Name, Tok: ev.Token, Fence: ev.Fence, Pos: ev.Position, Err: ev.Kind.String(), Lk: ev.Lock.String(), Per: int64(ev.Permits)}
-		if ev.Err != nil {
-			e.Err += "/" + errClass(ev.Err)
-		}
-		a.emit(e)
-	}))
+	// An observer only where a test asks for one: a Locker with an
+	// observer counts its waiters' places, which the others do not.
+	observeAll, reportParts := os.Getenv("FL_OBSERVE") != "", os.Getenv("FL_PARTS") != ""
+	if observeAll || reportParts {
+		a.opts = append(a.opts, a.observer(observeAll))
+	}
 	if err := a.newLocker(); err != nil {
 		a.emit(Ev{Kind: "fatal", Err: errClass(err)})
 		fmt.Fprintln(os.Stderr, err)
@@ -715,6 +712,24 @@ func agentMain() {
 	}
 	// stdin closed: the parent is gone or done with us.
 	os.Exit(0)
+}
+
+// observer reports the transfer parts' events (xferParts.report) and, with
+// all, every library event as "obs", for diagnosis, with the kind in Err.
+func (a *agent) observer(all bool) fairlock.Option {
+	return fairlock.WithObserver(func(ev fairlock.Event) {
+		if p := a.parts.Load(); p != nil {
+			p.report(a, ev)
+		}
+		if !all {
+			return
+		}
+		e := Ev{Kind: "obs", L: ev.Name, Tok: ev.Token, Fence: ev.Fence, Pos: ev.Position, Err: ev.Kind.String(), Lk: ev.Lock.String(), Per: int64(ev.Permits)}
+		if ev.Err != nil {
+			e.Err += "/" + errClass(ev.Err)
+		}
+		a.emit(e)
+	})
 }
 
 func (a *agent) newLocker() error {

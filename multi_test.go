@@ -40,7 +40,7 @@ func TestMultiMutexTransfers(t *testing.T) {
 	}
 	// The run starts once the processes are up: under -race, on a busy
 	// machine, starting them takes seconds.
-	ps := e.spawn(procs)
+	ps := e.spawn(procs, reportParts())
 	end := time.Now().Add(run)
 	start := func(p *Proc) string {
 		w := p.NewW()
@@ -63,7 +63,7 @@ func TestMultiMutexTransfers(t *testing.T) {
 			victim.Signal(syscall.SIGKILL)
 			delete(live, victim)
 			kills++
-			p := e.c.Spawn()
+			p := e.c.Spawn(reportParts())
 			live[p] = start(p)
 		} else {
 			victim.Signal(syscall.SIGSTOP)

@@ -27,8 +27,18 @@ import (
 // queue only, and the order of the queues would no longer agree: the whole
 // request gives back what it holds, leaves every queue, and queues again.
 
-// errRequeue means a multi-request gave everything back and queues again.
+// errRequeue means a part of a multi-request lost its place: the request
+// gave everything back and queues again, as often as that happens (as
+// Acquire does). A request that did not reach Redis (errWithdrawn) or
+// found its session gone (errSessionGone) queues again too, at most
+// sessionRetries times in one call (as Acquire).
 var errRequeue = errors.New("fairlock: multi-request queues again")
+
+// requeues tells whether err is one of the failures after which a
+// multi-request queues again.
+func requeues(err error) bool {
+	return err == errRequeue || err == errSessionGone || err == errWithdrawn
+}
 
 // together tells whether m's mutexes are queued as one request: they are
 // more than one, on one Redis node (a client of one server, or of
@@ -56,13 +66,16 @@ func (m *MultiMutex) acquireTogether(ctx context.Context, opts []AcquireOption) 
 		return nil, err
 	}
 	defer l.calls.Done()
-	for lost := 0; ; lost++ {
+	for lost := 0; ; {
 		ml, err := queueTogether(ctx, parts)
-		if err != errRequeue {
+		switch {
+		case !requeues(err):
 			return ml, err
-		}
-		if lost == sessionRetries {
-			return nil, failed("acquire", m.mutexes[0].Name(), errSessionGone)
+		case err == errRequeue:
+		case lost == sessionRetries:
+			return nil, failed("acquire", m.mutexes[0].Name(), err)
+		default:
+			lost++
 		}
 	}
 }
@@ -107,7 +120,7 @@ func readTogether(ctx context.Context, parts []*attempt, ws []*waiter, opens [][
 	for i, a := range parts {
 		if errs[i] == errWithdrawn {
 			l.books.withdrawn(ws[i], opens[i])
-			failure = cmpFailure(failure, errRequeue)
+			failure = cmpFailure(failure, errWithdrawn)
 			continue
 		}
 		if errs[i] != nil && !isRedisError(errs[i]) {
@@ -119,13 +132,13 @@ func readTogether(ctx context.Context, parts []*attempt, ws []*waiter, opens [][
 		reply, err := a.enqueued(ws[i], opens[i], sent, replies[i], errs[i])
 		switch {
 		case err == errSessionGone:
-			failure = cmpFailure(failure, errRequeue)
+			failure = cmpFailure(failure, err)
 		case err != nil:
 			failure = cmpFailure(failure, ctxError(ctx, failed("acquire", ws[i].ref.name, err)))
 		case reply > 0:
 			lease, err := l.grant(ctx, ws[i], reply, false, false)
 			if err == ErrPlaceLost {
-				err = errRequeue
+				err = errSessionGone // its session ended as it was granted, as in attempt.run
 			}
 			held[i], failure = lease, cmpFailure(failure, err)
 		default:
@@ -261,9 +274,10 @@ func awaitTogether(ctx context.Context, parts []*attempt, ws []*waiter, queued [
 }
 
 // cmpFailure keeps the failure a multi-request ends with: the first error
-// that is not errRequeue, which queues again only if nothing else failed.
+// after which it does not queue again, or else the first of those after
+// which it does (requeues).
 func cmpFailure(kept, err error) error {
-	if err != nil && (kept == nil || kept == errRequeue) {
+	if err != nil && (kept == nil || requeues(kept) && !requeues(err)) {
 		return err
 	}
 	return kept
