@@ -197,10 +197,12 @@ type waiterLine struct {
 
 // runHeartbeats sends every call of p in one pipeline. A pipeline cannot
 // fall back from EVALSHA to EVAL by itself, so on NOSCRIPT (after SCRIPT
-// FLUSH or a restart) it loads the scripts and sends the batch once more.
+// FLUSH or a restart) it sends the batch once more with the scripts'
+// text, which loads them too, and which a SCRIPT FLUSH meanwhile cannot
+// fail again.
 func (l *Locker) runHeartbeats(ctx context.Context, p *heartbeatPlan) error {
 	recordMs := l.cfg.recordTTL().Milliseconds()
-	send := func() error {
+	send := func(source bool) error {
 		var cmds []redis.Cmder
 		for _, c := range p.calls {
 			capacity, limit := c.ref.countArgs(c.capacity, c.limit)
@@ -208,7 +210,7 @@ func (l *Locker) runHeartbeats(ctx context.Context, p *heartbeatPlan) error {
 			for _, w := range c.waiters {
 				args = append(args, w.tokenArg)
 			}
-			args[0], args[1] = "evalsha", c.ref.kind.scripts.Heartbeat.sha
+			args[0], args[1] = c.ref.kind.scripts.Heartbeat.head(source)
 			c.cmd = redis.NewCmd(ctx, args...)
 			cmds = append(cmds, c.cmd)
 		}
@@ -228,7 +230,7 @@ func (l *Locker) runHeartbeats(ctx context.Context, p *heartbeatPlan) error {
 		for _, r := range p.renewals {
 			lease := r.lease
 			args := lease.ref.call(lease.token, recordMs, flag(lease.hasMeta), noArg)
-			args[0], args[1] = "evalsha", lease.ref.kind.scripts.Extend.sha
+			args[0], args[1] = lease.ref.kind.scripts.Extend.head(source)
 			r.cmd = redis.NewCmd(ctx, args...)
 			cmds = append(cmds, r.cmd)
 		}
@@ -238,16 +240,9 @@ func (l *Locker) runHeartbeats(ctx context.Context, p *heartbeatPlan) error {
 		}
 		return pipeline(ctx, l.client, cmds)
 	}
-	err := send()
+	err := send(false)
 	if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		for _, set := range []*scriptSet{mutexScripts, countedScripts} {
-			for _, s := range []*luaScript{set.Heartbeat, set.Extend} {
-				if err = s.Load(ctx, l.client).Err(); err != nil {
-					return err
-				}
-			}
-		}
-		err = send()
+		err = send(true)
 	}
 	return err
 }

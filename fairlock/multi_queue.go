@@ -159,22 +159,23 @@ func sendTogether(ctx context.Context, parts []*attempt, ws []*waiter, opens [][
 	l := parts[0].l
 	acquire := parts[0].req.ref.kind.scripts.Acquire
 	cmds := make([]*redis.Cmd, len(parts))
-	exec := func() {
+	exec := func(source bool) {
 		sent = time.Now()
 		pipe := l.client.TxPipeline()
 		for i, a := range parts {
 			l.books.sentAt(ws[i], sent)
 			args := a.acquireArgs(ws[i], opens[i])
-			args[0], args[1] = "evalsha", acquire.sha
+			args[0], args[1] = acquire.head(source)
 			cmds[i] = redis.NewCmd(ctx, args...)
 			pipe.Process(ctx, onceCmd{cmds[i]}) //nolint:errcheck // each command's own error is read below
 		}
 		execTx(ctx, pipe, cmds)
 	}
-	exec()
-	// One script for all: none ran, and Redis has it once loaded.
-	if redis.HasErrorPrefix(cmds[0].Err(), "NOSCRIPT") && acquire.Load(ctx, l.client).Err() == nil {
-		exec()
+	exec(false)
+	// One script for all: none ran. Sent again with its text, which no
+	// SCRIPT FLUSH meanwhile can fail.
+	if redis.HasErrorPrefix(cmds[0].Err(), "NOSCRIPT") {
+		exec(true)
 	}
 	replies, errs = make([]int64, len(parts)), make([]error, len(parts))
 	for i, cmd := range cmds {

@@ -46,6 +46,15 @@ func newScript(src string) *luaScript {
 	return &luaScript{Script: s, sha: s.Hash(), src: src}
 }
 
+// head is how a command starts that runs s in a pipeline: EVALSHA and its
+// digest, or with source EVAL and its text, which no SCRIPT FLUSH can fail.
+func (s *luaScript) head(source bool) (cmd, script any) {
+	if source {
+		return "eval", s.src
+	}
+	return "evalsha", s.sha
+}
+
 // How a script call runs.
 type runMode int
 

@@ -206,14 +206,15 @@ func (l *Locker) renewSessions(ctx context.Context) {
 	}
 	leaseMs, waitMs := l.cfg.leaseTTL.Milliseconds(), l.cfg.waitTTL().Milliseconds()
 	sent := time.Now()
-	send := func() error {
+	send := func(source bool) error {
 		var cmds []redis.Cmder
 		for _, s := range idle {
 			cmds = append(cmds, deletions(ctx, s.keys[0], s.keys[1])...)
 		}
 		for _, r := range rs {
 			args := make([]any, 0, 7+len(r.marks))
-			args = append(args, "evalsha", renew.sha, 2, r.s.keys[0], r.s.keys[1], leaseMs, noArg)
+			eval, script := renew.head(source)
+			args = append(args, eval, script, 2, r.s.keys[0], r.s.keys[1], leaseMs, noArg)
 			if r.waiting {
 				args[6] = waitMs
 			}
@@ -225,12 +226,12 @@ func (l *Locker) renewSessions(ctx context.Context) {
 		}
 		return pipeline(ctx, l.client, cmds)
 	}
-	if err := send(); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-		// A pipeline cannot fall back to EVAL by itself.
-		if renew.Load(ctx, l.client).Err() == nil {
-			sent = time.Now()
-			send() //nolint:errcheck // each command's own error is read below
-		}
+	if err := send(false); err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+		// A pipeline cannot fall back to EVAL by itself. With the source,
+		// a SCRIPT FLUSH between loading the script and sending again
+		// cannot fail the renewal a second time.
+		sent = time.Now()
+		send(true) //nolint:errcheck // each command's own error is read below
 	}
 	for _, r := range rs {
 		l.renewed(r, sent)
