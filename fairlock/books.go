@@ -347,6 +347,16 @@ func (b *books) refsOf(s *session) map[*lockRef]bool {
 
 // ---- waiters ----
 
+// multiTag is a fresh mark for the tokens of one multi-request's parts
+// (MultiMutex), which Holder.Multi reads back: "&" and a number that no
+// other token of this Locker carries.
+func (b *books) multiTag() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.seq++
+	return "&" + strconv.FormatUint(b.seq, 36)
+}
+
 // newWaiter makes a waiter of req under a fresh token of its session, the
 // token carrying lane (Locker.lane); listen puts it on the books when it
 // is to queue. open is what its first request sends to open the session,
@@ -360,7 +370,7 @@ func (b *books) newWaiter(req request, cfg *acquireConfig, lane, locker string, 
 		ref:        req.ref,
 		req:        req,
 		session:    s,
-		token:      s.id + ":" + strconv.FormatUint(b.seq, 36) + lane + req.suffix,
+		token:      s.id + ":" + strconv.FormatUint(b.seq, 36) + cfg.multi + lane + req.suffix,
 		seq:        b.seq,
 		group:      cfg.group,
 		weight:     max(cfg.weight, 1),

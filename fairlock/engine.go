@@ -60,7 +60,7 @@ type waiter struct {
 
 // event starts an Event about w.
 func (w *waiter) event(kind EventKind) Event {
-	return Event{Kind: kind, Name: w.ref.name, Lock: w.ref.kind.lock, Shared: w.req.shared, Permits: w.req.permits, Group: w.group, Weight: groupWeight(w.group, w.weight), Priority: tokenPriority(w.token), Token: w.token}
+	return Event{Kind: kind, Name: w.ref.name, Lock: w.ref.kind.lock, Shared: w.req.shared, Permits: w.req.permits, Group: w.group, Weight: groupWeight(w.group, w.weight), Priority: tokenPriority(w.token), Token: w.token, Multi: multiOf(w.token)}
 }
 
 // tokenPriority is the priority a token asks for: the digit after its "!"
@@ -72,6 +72,23 @@ func tokenPriority(token string) int {
 		}
 	}
 	return 0
+}
+
+// multiOf is the multi-request a token is a part of (Holder.Multi): its
+// Locker's id and its multiTag, "" for a single request's token.
+func multiOf(token string) string {
+	i := strings.IndexByte(token, '&')
+	if i < 0 {
+		return ""
+	}
+	locker, tag := token[:i], token[i:]
+	if j := strings.IndexAny(locker, ".:"); j >= 0 {
+		locker = locker[:j]
+	}
+	if j := strings.IndexAny(tag, "!#"); j >= 0 {
+		tag = tag[:j]
+	}
+	return locker + tag
 }
 
 // groupWeight is Event.Weight: a request's group weight, 0 without a group.

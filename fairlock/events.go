@@ -102,6 +102,7 @@ type Event struct {
 	Weight   int       // the weight its request gave the group (WithGroupWeight, 1 by default), 0 without a group
 	Priority int       // the request's priority (WithPriority)
 	Token    string    // the waiter's or lease's token
+	Multi    string    // the MultiMutex request it is a part of (Holder.Multi), "" if none
 	Position int       // EventEnqueued, EventMoved: 1 is next in line
 	Fence    int64     // EventGranted, EventReleased, EventLost
 	// Wait is, for EventGranted and EventCancelled, the time from the

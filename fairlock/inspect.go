@@ -35,6 +35,9 @@ type Holder struct {
 	Group    string        // WithGroup, "" if none
 	Weight   int           // its group's weight (WithGroupWeight): 1 without one
 	Priority int           // its request's priority (WithPriority)
+	// Multi names the MultiMutex request it is a part of: the same in
+	// each queue that request stands in, "" for a single request.
+	Multi string
 }
 
 // A Waiter is one live waiter in a lock's queue. Its Position is 1 for
@@ -52,6 +55,7 @@ type Waiter struct {
 	Group    string
 	Weight   int
 	Priority int
+	Multi    string // as a Holder's
 	// Waited is how long it has waited, by the Redis server's clock, to
 	// the millisecond: since its request reached Redis, or since it was
 	// queued again after its Locker lost its place.
@@ -105,7 +109,7 @@ func parseSnapshot(reply any, kd *kind) (State, bool) {
 		}
 		shared, permits := kd.request(s[0])
 		st.Holders = append(st.Holders, Holder{Token: s[0], Shared: shared, Permits: permits, Fence: fence,
-			TTL: left, Metadata: s[1], Group: s[2], Weight: int(weight), Priority: tokenPriority(s[0])})
+			TTL: left, Metadata: s[1], Group: s[2], Weight: int(weight), Priority: tokenPriority(s[0]), Multi: multiOf(s[0])})
 		st.InUse += permits
 		return true
 	}) && records(arr[4], 6, func(f []any) bool {
@@ -118,7 +122,7 @@ func parseSnapshot(reply any, kd *kind) (State, bool) {
 		}
 		shared, permits := kd.request(s[0])
 		st.Waiters = append(st.Waiters, Waiter{Token: s[0], Shared: shared, Permits: permits, Position: len(st.Waiters) + 1,
-			TTL: left, Metadata: s[1], Group: s[2], Weight: int(weight), Priority: tokenPriority(s[0]), Waited: waited})
+			TTL: left, Metadata: s[1], Group: s[2], Weight: int(weight), Priority: tokenPriority(s[0]), Multi: multiOf(s[0]), Waited: waited})
 		return true
 	})
 	return st, ok

@@ -49,7 +49,7 @@ type Lease struct {
 
 // event starts an Event about ls.
 func (ls *Lease) event(kind EventKind) Event {
-	return Event{Kind: kind, Name: ls.ref.name, Lock: ls.ref.kind.lock, Shared: ls.shared, Permits: ls.permits, Group: ls.group, Weight: groupWeight(ls.group, ls.weight), Priority: tokenPriority(ls.token), Token: ls.token}
+	return Event{Kind: kind, Name: ls.ref.name, Lock: ls.ref.kind.lock, Shared: ls.shared, Permits: ls.permits, Group: ls.group, Weight: groupWeight(ls.group, ls.weight), Priority: tokenPriority(ls.token), Token: ls.token, Multi: multiOf(ls.token)}
 }
 
 // Name is the lock's name.

@@ -34,6 +34,11 @@ import (
 // and their aging could order two requests one way in one queue and the
 // other way in another.
 //
+// Each call's request to each mutex is a waiter, then a holder, of that
+// mutex, labelled as a part of the call's request: Inspect shows the same
+// Holder.Multi (Waiter.Multi) in each of its queues, and its events carry
+// it as Event.Multi.
+//
 // A MultiMutex is safe for concurrent use, and costs nothing to make.
 type MultiMutex struct {
 	locker  *Locker
@@ -88,6 +93,7 @@ func (m *MultiMutex) Acquire(ctx context.Context, opts ...AcquireOption) (*Multi
 	if cfg.priority > 0 {
 		return nil, fmt.Errorf("%w: a MultiMutex takes no priority: its request must stand in the same order in every queue", ErrInvalid)
 	}
+	opts = m.partsOf(opts)
 	if m.together() {
 		return m.acquireTogether(ctx, opts)
 	}
@@ -98,7 +104,15 @@ func (m *MultiMutex) Acquire(ctx context.Context, opts ...AcquireOption) (*Multi
 // when its turn comes; otherwise it releases what it took and returns
 // ErrNotAcquired. It never waits and never jumps a queue.
 func (m *MultiMutex) TryAcquire(ctx context.Context, opts ...AcquireOption) (*MultiLease, error) {
+	opts = m.partsOf(opts)
 	return m.take(ctx, func(mu *Mutex) (*Lease, error) { return mu.TryAcquire(ctx, opts...) })
+}
+
+// partsOf adds to opts the tag that marks each mutex's request as a part
+// of one request (Holder.Multi), fresh for each call.
+func (m *MultiMutex) partsOf(opts []AcquireOption) []AcquireOption {
+	tag := m.locker.books.multiTag()
+	return append(slices.Clip(opts), func(c *acquireConfig) { c.multi = tag })
 }
 
 // Do runs fn while holding every mutex, then releases them, on every way

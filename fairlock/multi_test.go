@@ -154,7 +154,12 @@ func TestMultiMutexQueuesEverywhereAtOnce(t *testing.T) {
 	srv := redistest.Start(t)
 	ctx := withTimeout(t, 20*time.Second)
 	x, y, single := newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t)), newLocker(t, srv.Client(t))
-	m := mustMulti(t, newLocker(t, srv.Client(t)), "a", "b")
+	var observed sync.Map // Event.Multi of the MultiMutex's grants, by lock name
+	m := mustMulti(t, newLocker(t, srv.Client(t), fairlock.WithObserver(func(e fairlock.Event) {
+		if e.Kind == fairlock.EventGranted {
+			observed.Store(e.Name, e.Multi)
+		}
+	})), "a", "b")
 	holdsA, holdsB := mustAcquire(t, x, "a"), mustAcquire(t, y, "b")
 	multi := make(chan *fairlock.MultiLease, 1)
 	queued := make(chan int, 2)
@@ -175,6 +180,25 @@ func TestMultiMutexQueuesEverywhereAtOnce(t *testing.T) {
 	later := queueFor(t, ctx, func(ctx context.Context, opts ...fairlock.AcquireOption) (*fairlock.Lease, error) {
 		return single.Acquire(ctx, "b", opts...)
 	})
+	// Inspect labels the request's part in each queue as one request.
+	multiIn := map[string]string{}
+	for _, name := range []string{"a", "b"} {
+		st, err := x.Inspect(ctx, fairlock.LockMutex, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range st.Waiters {
+			if w.Multi != "" {
+				multiIn[name] = w.Multi
+			}
+		}
+		if st.Holders[0].Multi != "" || name == "b" && st.Waiters[len(st.Waiters)-1].Multi != "" {
+			t.Errorf("%s: a single request labelled as a part of %q", name, st.Holders[0].Multi)
+		}
+	}
+	if multiIn["a"] == "" || multiIn["a"] != multiIn["b"] {
+		t.Errorf("Waiter.Multi in a and b: %q and %q, want one label, not empty", multiIn["a"], multiIn["b"])
+	}
 	released(t, holdsB)
 	notGranted(t, later, 3*heartbeat, "a single request queued in b after the MultiMutex")
 	released(t, holdsA)
@@ -186,6 +210,11 @@ func TestMultiMutexQueuesEverywhereAtOnce(t *testing.T) {
 	}
 	if got == nil {
 		t.FailNow()
+	}
+	for _, name := range []string{"a", "b"} {
+		if e, _ := observed.Load(name); e != multiIn["a"] {
+			t.Errorf("the grant of %s reported Event.Multi %q, want %q", name, e, multiIn["a"])
+		}
 	}
 	if err := got.Release(ctx); err != nil {
 		t.Fatal(err)

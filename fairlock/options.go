@@ -220,6 +220,7 @@ type acquireConfig struct {
 	weight     int
 	hasWeight  bool
 	priority   int
+	multi      string // the multiTag of a MultiMutex request's part, "" if none
 }
 
 // OnQueued calls fn each time the call joins the queue, with its position

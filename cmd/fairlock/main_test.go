@@ -234,13 +234,13 @@ func checkSchema(t testing.TB, lock map[string]any) {
 	for _, h := range holders {
 		h, _ := h.(map[string]any)
 		fields("holder", h, map[string]string{"token": "string", "lock": "string", "permits": "number", "fence": "number",
-			"ttl_ms": "number", "metadata": "string", "group": "string", "weight": "number", "priority": "number"})
+			"ttl_ms": "number", "metadata": "string", "group": "string", "weight": "number", "priority": "number", "multi": "string"})
 	}
 	waiters, _ := lock["waiters"].([]any)
 	for _, w := range waiters {
 		w, _ := w.(map[string]any)
 		fields("waiter", w, map[string]string{"token": "string", "lock": "string", "permits": "number", "position": "number",
-			"ttl_ms": "number", "waited_ms": "number", "metadata": "string", "group": "string", "weight": "number", "priority": "number"})
+			"ttl_ms": "number", "waited_ms": "number", "metadata": "string", "group": "string", "weight": "number", "priority": "number", "multi": "string"})
 	}
 }
 
@@ -421,6 +421,48 @@ func TestInspectPriority(t *testing.T) {
 	}
 	f, line := row(t, out, lk.Waiters[0].Token)
 	wantFields(t, line, f, 0, "1", lk.Waiters[0].Token, "", "7", "-")
+}
+
+// A MultiMutex request waiting in two queues shows as one in both: the
+// same label in the MULTI column and the JSON's "multi"; a single
+// request's is "-" and "".
+func TestInspectMultiMutex(t *testing.T) {
+	t.Parallel()
+	srv := redistest.Start(t)
+	ctx := withTimeout(t, 20*time.Second)
+	url := "redis://" + srv.Addr
+	take(t, mutexOf(newLocker(t, srv.Client(t)), "from"))
+	take(t, mutexOf(newLocker(t, srv.Client(t)), "to"))
+	m, err := newLocker(t, srv.Client(t)).MultiMutex("from", "to")
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued := make(chan int, 2)
+	go m.Acquire(ctx, fairlock.OnQueued(func(int) { queued <- 1 })) //nolint:errcheck // ends with ctx
+	for range 2 {
+		<-queued
+	}
+	label := map[string]string{}
+	for _, name := range []string{"from", "to"} {
+		code, out, stderr := cli(t, ctx, "", "-redis", url, "inspect", name)
+		if code != exitOK {
+			t.Fatalf("inspect: exit %d: %s", code, stderr)
+		}
+		t.Logf("inspect:\n%s", out)
+		lk := inspectJSONOf(t, ctx, "-redis", url, name).Locks[0]
+		if len(lk.Waiters) != 1 || lk.Waiters[0].Multi == "" || lk.Holders[0].Multi != "" {
+			t.Fatalf("inspect -json %s: %+v", name, lk)
+		}
+		label[name] = lk.Waiters[0].Multi
+		if !hasRow(out, "POS", "TOKEN", "EXPIRES", "IN", "MULTI", "METADATA") {
+			t.Errorf("inspect output lacks the waiters' head with MULTI")
+		}
+		f, line := row(t, out, lk.Waiters[0].Token)
+		wantFields(t, line, f, 0, "1", lk.Waiters[0].Token, "", label[name], "-")
+	}
+	if label["from"] != label["to"] {
+		t.Errorf("the request's parts are labelled %q and %q, want one label", label["from"], label["to"])
+	}
 }
 
 // A semaphore with two holders, one of two permits, with groups and

@@ -150,10 +150,12 @@ func shown(states []fairlock.State, only fairlock.LockKind) ([]fairlock.State, b
 //	  "group":    string, its WithGroup (semaphores), "" if none
 //	  "weight":   number, its group's weight (WithGroupWeight), 1 if none
 //	  "priority": number, its request's priority (WithPriority), 0 if none
+//	  "multi":    string, the MultiMutex request it is a part of, the same
+//	              in each of that request's queues; "" for a single request
 //	}
 //	WAITER = {
 //	  "token", "lock", "permits", "metadata", "group", "weight",
-//	  "priority": as a holder's (a waiter ranks one level higher per
+//	  "priority", "multi": as a holder's (a waiter ranks one level higher per
 //	              aging waited, WithPriorityAging)
 //	  "position": number, 1 is next; with groups, its place in arrival
 //	              order; with priorities, every waiter of a priority above
@@ -303,11 +305,12 @@ func summary(st fairlock.State) string {
 // for a kind whose requests count them (a semaphore), read or write for a
 // kind whose requests may share it (a read-write lock), groups for a kind
 // that takes them or wherever one is set, priorities wherever one is
-// above 0, and each holder's fence where Inspect knows it (a mutex's is
+// above 0, the MultiMutex request of each party wherever one is a part of
+// one, and each holder's fence where Inspect knows it (a mutex's is
 // the latest drawn, at least the holder's: the summary line shows it).
 type columns struct {
-	kind                                  fairlock.LockKind
-	permits, lock, group, priority, fence bool
+	kind                                         fairlock.LockKind
+	permits, lock, group, priority, multi, fence bool
 }
 
 func columnsOf(st fairlock.State) columns {
@@ -316,10 +319,12 @@ func columnsOf(st fairlock.State) columns {
 	for _, h := range st.Holders {
 		c.group = c.group || h.Group != ""
 		c.priority = c.priority || h.Priority > 0
+		c.multi = c.multi || h.Multi != ""
 	}
 	for _, w := range st.Waiters {
 		c.group = c.group || w.Group != ""
 		c.priority = c.priority || w.Priority > 0
+		c.multi = c.multi || w.Multi != ""
 	}
 	return c
 }
@@ -329,7 +334,7 @@ func (c columns) holderHead() []string {
 	if c.fence {
 		mid = []string{"FENCE", "EXPIRES IN"}
 	}
-	return c.cells([]string{"TOKEN"}, "PERMITS", "LOCK", mid, "GROUP", "PRIORITY", "METADATA")
+	return c.cells([]string{"TOKEN"}, "PERMITS", "LOCK", mid, "GROUP", "PRIORITY", "MULTI", "METADATA")
 }
 
 func (c columns) holder(h fairlock.Holder) []string {
@@ -337,19 +342,19 @@ func (c columns) holder(h fairlock.Holder) []string {
 	if c.fence {
 		mid = []string{strconv.FormatInt(h.Fence, 10), ttl(h.TTL)}
 	}
-	return c.cells([]string{display(h.Token)}, strconv.Itoa(h.Permits), lockjson.Asked(c.kind, h.Shared), mid, groupCell(h.Group, h.Weight), strconv.Itoa(h.Priority), metaCell(h.Metadata))
+	return c.cells([]string{display(h.Token)}, strconv.Itoa(h.Permits), lockjson.Asked(c.kind, h.Shared), mid, groupCell(h.Group, h.Weight), strconv.Itoa(h.Priority), orDash(display(h.Multi)), metaCell(h.Metadata))
 }
 
 func (c columns) waiterHead() []string {
-	return c.cells([]string{"POS", "TOKEN"}, "PERMITS", "LOCK", []string{"EXPIRES IN"}, "GROUP", "PRIORITY", "METADATA")
+	return c.cells([]string{"POS", "TOKEN"}, "PERMITS", "LOCK", []string{"EXPIRES IN"}, "GROUP", "PRIORITY", "MULTI", "METADATA")
 }
 
 func (c columns) waiter(w fairlock.Waiter) []string {
 	return c.cells([]string{strconv.Itoa(w.Position), display(w.Token)}, strconv.Itoa(w.Permits), lockjson.Asked(c.kind, w.Shared),
-		[]string{ttl(w.TTL)}, groupCell(w.Group, w.Weight), strconv.Itoa(w.Priority), metaCell(w.Metadata))
+		[]string{ttl(w.TTL)}, groupCell(w.Group, w.Weight), strconv.Itoa(w.Priority), orDash(display(w.Multi)), metaCell(w.Metadata))
 }
 
-func (c columns) cells(first []string, permits, lock string, mid []string, group, priority, meta string) []string {
+func (c columns) cells(first []string, permits, lock string, mid []string, group, priority, multi, meta string) []string {
 	out := append([]string(nil), first...)
 	if c.permits {
 		out = append(out, permits)
@@ -363,6 +368,9 @@ func (c columns) cells(first []string, permits, lock string, mid []string, group
 	}
 	if c.priority {
 		out = append(out, priority)
+	}
+	if c.multi {
+		out = append(out, multi)
 	}
 	return append(out, meta)
 }
@@ -530,8 +538,8 @@ func changes(prev, cur fairlock.State) []string {
 	for _, h := range cur.Holders {
 		now[h.Token] = true
 		if !held[h.Token] {
-			out = append(out, fmt.Sprintf("* %s: granted to %s%s, %s%s%s%s", cur.Lock, display(h.Token), request(cur.Lock, h.Shared, h.Permits),
-				fenceOf(cur.Lock, h.Fence), group(h.Group, h.Weight), priority(h.Priority), quoteMeta(h.Metadata)))
+			out = append(out, fmt.Sprintf("* %s: granted to %s%s, %s%s%s%s%s", cur.Lock, display(h.Token), request(cur.Lock, h.Shared, h.Permits),
+				fenceOf(cur.Lock, h.Fence), group(h.Group, h.Weight), priority(h.Priority), partOf(h.Multi), quoteMeta(h.Metadata)))
 		}
 	}
 	for _, h := range prev.Holders {
@@ -546,8 +554,8 @@ func changes(prev, cur fairlock.State) []string {
 	}
 	for _, w := range cur.Waiters {
 		if !waited[w.Token] && !held[w.Token] {
-			out = append(out, fmt.Sprintf("+ %s: %s queued at position %d%s%s%s%s", cur.Lock, display(w.Token), w.Position,
-				request(cur.Lock, w.Shared, w.Permits), group(w.Group, w.Weight), priority(w.Priority), quoteMeta(w.Metadata)))
+			out = append(out, fmt.Sprintf("+ %s: %s queued at position %d%s%s%s%s%s", cur.Lock, display(w.Token), w.Position,
+				request(cur.Lock, w.Shared, w.Permits), group(w.Group, w.Weight), priority(w.Priority), partOf(w.Multi), quoteMeta(w.Metadata)))
 		}
 	}
 	return out
@@ -591,6 +599,15 @@ func priority(p int) string {
 		return ""
 	}
 	return fmt.Sprintf(", priority %d", p)
+}
+
+// partOf names the MultiMutex request a party is a part of, after a
+// comma, if any.
+func partOf(multi string) string {
+	if multi == "" {
+		return ""
+	}
+	return ", part of " + display(multi)
 }
 
 // groupCell is a party's group as a table shows it: "-" for none.

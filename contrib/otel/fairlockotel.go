@@ -29,7 +29,9 @@
 // because lock names and tenants are often unbounded (account:42) and each
 // distinct value is a new time series. A request of a priority above 0
 // (fairlock.WithPriority) always adds fairlock.priority: there are at most
-// nine values.
+// nine values. So does a part of a MultiMutex request (fairlock.Event.Multi)
+// fairlock.multi, true: each of its mutexes' waits and holds is recorded as
+// its own, and this tells them from single requests'.
 //
 // Observe only updates instruments in memory: it adds no Redis round trip
 // and takes no lock of its own on the default path, so it keeps to the
@@ -77,6 +79,9 @@ const (
 	// PriorityKey is the attribute that carries a request's priority
 	// (fairlock.WithPriority) when it is above 0.
 	PriorityKey = attribute.Key("fairlock.priority")
+	// MultiKey is the attribute, true, of the events of a part of a
+	// MultiMutex request (fairlock.Event.Multi).
+	MultiKey = attribute.Key("fairlock.multi")
 	// LockKindKey is the attribute of every instrument that says which
 	// kind of lock the event is about: the kind's name
 	// (fairlock.LockKind.String: "mutex", "semaphore", "rwmutex",
@@ -167,6 +172,7 @@ type labels struct {
 	name, group string
 	weight      int // with group: a weight other than 1, else 0
 	priority    int
+	multi       bool
 }
 
 // kindNames are the values of LockKindKey, indexed by kindOf, and
@@ -366,6 +372,7 @@ func (m *Metrics) sets(e fairlock.Event) *attrSets {
 		}
 	}
 	l.priority = e.Priority
+	l.multi = e.Multi != ""
 	if l == (labels{}) {
 		return m.unnamed[kind]
 	}
@@ -384,6 +391,9 @@ func (m *Metrics) sets(e fairlock.Event) *attrSets {
 	}
 	if l.priority > 0 {
 		kv = append(kv, PriorityKey.Int(l.priority))
+	}
+	if l.multi {
+		kv = append(kv, MultiKey.Bool(true))
 	}
 	s, _ := m.named[kind].LoadOrStore(l, newAttrSets(kv))
 	return s.(*attrSets)

@@ -258,6 +258,23 @@ func TestPriorityAttribute(t *testing.T) {
 	}
 }
 
+// A part of a MultiMutex request is marked fairlock.multi, whatever its
+// request's label (Event.Multi, one per request) is: two values only.
+func TestMultiAttribute(t *testing.T) {
+	m, r := newMetrics(t)
+	for _, multi := range []string{"", "x&1", "x&1", "y&7"} {
+		m.Observe(fairlock.Event{Kind: fairlock.EventGranted, Lock: fairlock.LockMutex, Multi: multi})
+	}
+	c := collect(t, r)
+	mutex := fairlockotel.LockKindKey.String("mutex")
+	if n, _ := c.sum(t, "fairlock.lease.grants", mutex, fairlockotel.MultiKey.Bool(true)); n != 3 {
+		t.Errorf("grants{multi=true} = %d, want 3", n)
+	}
+	if n, _ := c.sum(t, "fairlock.lease.grants", mutex); n != 1 {
+		t.Errorf("grants of single requests = %d, want 1", n)
+	}
+}
+
 // Each kind of lock is its own series; an event of no known kind is
 // "unknown".
 func TestLockKindAttribute(t *testing.T) {

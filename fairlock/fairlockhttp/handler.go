@@ -30,9 +30,10 @@
 //	 that match q), "page", "pages", "per_page", "locks": [LOCK...], "error" (only on failure)}
 //	LOCK   = {"name", "kind", "capacity", "in_use", "fence", "queued", "holders": [HOLDER...],
 //	          "waiters": [WAITER...], "groups": [GROUP...], "lanes": [LANE...]}
-//	HOLDER = {"token", "lock", "permits", "fence", "ttl_ms", "metadata", "group", "weight", "priority"}
+//	HOLDER = {"token", "lock", "permits", "fence", "ttl_ms", "metadata", "group", "weight", "priority",
+//	          "multi"}
 //	WAITER = {"token", "lock", "permits", "position", "ttl_ms", "waited_ms", "metadata", "group",
-//	          "weight", "priority"}
+//	          "weight", "priority", "multi"}
 //	GROUP  = {"group", "weight", "holders", "held", "waiting", "share", "fair_share"}
 //	LANE   = {"priority", "holders", "waiting", "longest_wait_ms"}
 //

@@ -290,10 +290,10 @@ func checkShape(t *testing.T, srv *httptest.Server) {
 		fields("lock", lk, "name:s kind:s capacity:n in_use:n fence:n queued:n holders:a waiters:a groups:a lanes:a")
 		m := lk.(map[string]any)
 		for _, h := range m["holders"].([]any) {
-			fields("holder", h, "token:s lock:s permits:n fence:n ttl_ms:n metadata:s group:s weight:n priority:n")
+			fields("holder", h, "token:s lock:s permits:n fence:n ttl_ms:n metadata:s group:s weight:n priority:n multi:s")
 		}
 		for _, w := range m["waiters"].([]any) {
-			fields("waiter", w, "token:s lock:s permits:n position:n ttl_ms:n waited_ms:n metadata:s group:s weight:n priority:n")
+			fields("waiter", w, "token:s lock:s permits:n position:n ttl_ms:n waited_ms:n metadata:s group:s weight:n priority:n multi:s")
 		}
 		for _, g := range m["groups"].([]any) {
 			fields("group", g, "group:s weight:n holders:n held:n waiting:n share:n fair_share:n")

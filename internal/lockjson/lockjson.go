@@ -30,6 +30,7 @@ type Holder struct {
 	Group    string `json:"group"`
 	Weight   int    `json:"weight"`
 	Priority int    `json:"priority"`
+	Multi    string `json:"multi"`
 }
 
 // A Waiter is one request in the lock's queue.
@@ -44,6 +45,7 @@ type Waiter struct {
 	Group    string `json:"group"`
 	Weight   int    `json:"weight"`
 	Priority int    `json:"priority"`
+	Multi    string `json:"multi"`
 }
 
 // Of is st as JSON, with its first waiters waiters at most; its arrays are
@@ -53,12 +55,12 @@ func Of(st fairlock.State, waiters int) Lock {
 		Holders: []Holder{}, Waiters: []Waiter{}}
 	for _, h := range st.Holders {
 		out.Holders = append(out.Holders, Holder{Token: h.Token, Lock: Asked(st.Lock, h.Shared), Permits: h.Permits, Fence: h.Fence,
-			TTLMs: h.TTL.Milliseconds(), Metadata: h.Metadata, Group: h.Group, Weight: h.Weight, Priority: h.Priority})
+			TTLMs: h.TTL.Milliseconds(), Metadata: h.Metadata, Group: h.Group, Weight: h.Weight, Priority: h.Priority, Multi: h.Multi})
 	}
 	for _, w := range st.Waiters[:min(max(waiters, 0), len(st.Waiters))] {
 		out.Waiters = append(out.Waiters, Waiter{Token: w.Token, Lock: Asked(st.Lock, w.Shared), Permits: w.Permits,
 			Position: w.Position, TTLMs: w.TTL.Milliseconds(), WaitedMs: w.Waited.Milliseconds(), Metadata: w.Metadata,
-			Group: w.Group, Weight: w.Weight, Priority: w.Priority})
+			Group: w.Group, Weight: w.Weight, Priority: w.Priority, Multi: w.Multi})
 	}
 	return out
 }

@@ -144,6 +144,7 @@ function columns(lk) {
     lock: lk.kind === 'rwmutex',
     group: lk.kind === 'semaphore' || parties.some((p) => p.group),
     priority: parties.some((p) => p.priority > 0),
+    multi: parties.some((p) => p.multi),
   };
 }
 
@@ -192,12 +193,22 @@ function groupCell(p) {
   return cell('Group', p.weight > 1 ? `${p.group} ×${p.weight}` : p.group);
 }
 
+// multiCell names the MultiMutex request a party is a part of: the same
+// label in each of its queues.
+function multiCell(m) {
+  if (!m) return cell('Multi', el('span', { class: 'none', text: '–' }));
+  const i = m.indexOf('&');
+  const short = i > 14 ? `${m.slice(0, 6)}…${m.slice(i - 4)}` : m;
+  return cell('Multi', el('span', { title: m, text: short }), 'token');
+}
+
 function metaCell(m) {
   return cell('Metadata', m ? m : el('span', { class: 'none', text: '–' }), 'meta');
 }
 
 // row is a party's cells in the order of head's columns: first, the
-// permits or read/write, mid, the group, the priority, last.
+// permits or read/write, mid, the group, the priority, the MultiMutex
+// request, last.
 function row(cols, p, first, mid, last) {
   const cells = [...first];
   if (cols.permits) cells.push(cell('Permits', String(p.permits), 'num'));
@@ -205,6 +216,7 @@ function row(cols, p, first, mid, last) {
   cells.push(...mid);
   if (cols.group) cells.push(groupCell(p));
   if (cols.priority) cells.push(cell('Priority', p.priority ? el('span', { class: 'pri', text: p.priority }) : '0', 'num'));
+  if (cols.multi) cells.push(multiCell(p.multi));
   cells.push(...last);
   return cells;
 }
@@ -216,6 +228,7 @@ function head(cols, first, mid, last) {
   names.push(...mid);
   if (cols.group) names.push('Group');
   if (cols.priority) names.push('Priority');
+  if (cols.multi) names.push('Multi');
   names.push(...last);
   return el('thead', {}, el('tr', {}, ...names.map((n) => el('th', { text: n }))));
 }
