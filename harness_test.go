@@ -16,6 +16,7 @@ package fairlock_test
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -1120,21 +1121,47 @@ func (a *agent) transfer(w string, n int64, from, to int) error {
 type xferParts struct {
 	ws        map[string]string
 	acquiring atomic.Bool // its Acquire has not returned
+
+	mu     sync.Mutex
+	call   string          // the Acquire's Event.Multi, from its first enqueue or grant
+	tokens map[string]bool // the tokens its parts queued under
 }
 
 // report adds the library's event ev to the history of the waiter it is
-// about. A part released while its Acquire is under way was given back by
-// a failed or repeated request: it counts as lost at once, since the
-// release came after its grant by an instant nobody stamped.
+// about. Only an Acquire under way enqueues and is granted: the first such
+// event names the call (Event.Multi), and a loss or release is its part's
+// only if it names the same call (a lease of an earlier transfer can end
+// late, beside this one). A part may lose its place (a grant expired
+// unclaimed, on a machine that kept its process off the CPU for a waiter
+// TTL) and the request queue again: its entry is the one of the token it
+// is granted under, the grant itself if that token never queued. A part
+// released while its Acquire is under way was given back by a failed or
+// repeated request: it counts as lost at once, since the release came
+// after its grant by an instant nobody stamped.
 func (p *xferParts) report(a *agent, ev fairlock.Event) {
 	w, ok := p.ws[ev.Name]
-	if !ok {
+	if !ok || ev.Multi == "" {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if ev.Kind == fairlock.EventEnqueued || ev.Kind == fairlock.EventGranted {
+		p.call = cmp.Or(p.call, ev.Multi)
+	}
+	if ev.Multi != p.call {
 		return
 	}
 	switch {
 	case ev.Kind == fairlock.EventEnqueued:
+		if p.tokens == nil {
+			p.tokens = map[string]bool{}
+		}
+		p.tokens[ev.Token] = true
 		a.emit(Ev{W: w, Kind: "queued", Pos: ev.Position})
 	case ev.Kind == fairlock.EventGranted:
+		if !p.tokens[ev.Token] {
+			a.emit(Ev{W: w, Kind: "queued"})
+		}
 		a.emit(Ev{W: w, Kind: "granted", Fence: ev.Fence})
 	case ev.Kind == fairlock.EventLost, ev.Kind == fairlock.EventReleased && p.acquiring.Load():
 		a.emit(Ev{W: w, Kind: "lost"})
