@@ -86,6 +86,7 @@ func TestCluster(t *testing.T) {
 	t.Run("Throughput", func(t *testing.T) { testThroughput(t, client) })
 	t.Run("Priorities", func(t *testing.T) { testClusterPriorities(t, client) })
 	t.Run("MultiMutex", func(t *testing.T) { testClusterMultiMutex(t, client) })
+	t.Run("MultiMutexOneSlot", func(t *testing.T) { testClusterMultiMutexOneSlot(t, client) })
 	t.Run("Election", func(t *testing.T) { testClusterElection(t, client) })
 	for _, k := range []kind{semKind, rwKind} {
 		t.Run(k.name+"/NoCrossSlot", func(t *testing.T) { testKindsNoCrossSlot(t, k, client) })
@@ -104,6 +105,74 @@ func testClusterMultiMutex(t *testing.T, client func() redis.UniversalClient) {
 	const accounts, lockers, workers = 6, 4, 2
 	n := transfers.Run(t, newLockers(t, lockers, client), "mm-acct:", accounts, workers, 2*time.Second, 0)
 	t.Logf("%d transfers across shards by %d Lockers x %d workers among %d accounts", n, lockers, workers, accounts)
+}
+
+// testClusterMultiMutexOneSlot: a MultiMutex of two names whose hash tags
+// share a slot (found with CLUSTER KEYSLOT) is one request, as on one
+// node: with both held, it joins both queues at once (taken in name order,
+// it would join the second only once it held the first), and is granted
+// both when they are released.
+func testClusterMultiMutexOneSlot(t *testing.T, client func() redis.UniversalClient) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := client()
+	bySlot := map[int64]string{}
+	var a, b string
+	for i := 0; b == "" && i < 10000; i++ {
+		name := fmt.Sprint("slot-mate-", i)
+		slot, err := c.ClusterKeySlot(ctx, "{"+name+"}").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if other, ok := bySlot[slot]; ok {
+			a, b = other, name
+		}
+		bySlot[slot] = name
+	}
+	if b == "" {
+		t.Fatal("no two names share a slot")
+	}
+	ls := newLockers(t, 2, client)
+	var held []*fairlock.Lease
+	for _, name := range []string{a, b} {
+		lease, err := ls[0].Acquire(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, lease)
+	}
+	m, err := ls[1].MultiMutex(a, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	queued, got := make(chan int, 2), make(chan *fairlock.MultiLease, 1)
+	go func() {
+		ml, err := m.Acquire(ctx, fairlock.OnQueued(func(int) { queued <- 1 }))
+		if err != nil {
+			t.Error(err)
+		}
+		got <- ml
+	}()
+	for range 2 {
+		select {
+		case <-queued:
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the MultiMutex of %q and %q, in one slot, did not queue in both queues", a, b)
+		}
+	}
+	for _, lease := range held {
+		if err := lease.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ml := <-got
+	if ml == nil {
+		t.FailNow()
+	}
+	if err := ml.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%q and %q share a slot: queued in both at once, granted both", a, b)
 }
 
 // testClusterElection: elections of names on different shards, each with

@@ -27,20 +27,6 @@ var nameSeeds = []string{
 	strings.Repeat("{", MaxNameLen), strings.Repeat("y", MaxNameLen+1),
 }
 
-// hashTag is what Redis Cluster hashes: the text between the first '{' and
-// the first '}' after it, if that is not empty; else the whole key.
-func hashTag(key string) string {
-	i := strings.IndexByte(key, '{')
-	if i < 0 {
-		return key
-	}
-	j := strings.IndexByte(key[i+1:], '}')
-	if j <= 0 {
-		return key
-	}
-	return key[i+1 : i+1+j]
-}
-
 // checkKeys verifies the key layout of one (prefix, name).
 func checkKeys(t *testing.T, prefix, name string) []string {
 	t.Helper()
@@ -376,26 +362,6 @@ func FuzzNamesOnRedis(f *testing.F) {
 			t.Fatalf("lock key of %q left after Release", name)
 		}
 	})
-}
-
-// keySlot is Redis Cluster's CRC16 slot of a key, hash tags included.
-func keySlot(key string) uint16 {
-	return crc16(hashTag(key)) % 16384
-}
-
-func crc16(s string) uint16 {
-	var crc uint16
-	for i := 0; i < len(s); i++ {
-		crc ^= uint16(s[i]) << 8
-		for j := 0; j < 8; j++ {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
 }
 
 // FuzzKindsOnRedis runs fuzzed names, capacities and permits through the

@@ -94,3 +94,31 @@ func checkName(name string) error {
 	}
 	return nil
 }
+
+// hashTag is what Redis Cluster hashes of key: what its first "{" and the
+// first "}" after it enclose, if that is not empty, else the whole key.
+func hashTag(key string) string {
+	if open := strings.IndexByte(key, '{'); open >= 0 {
+		if n := strings.IndexByte(key[open+1:], '}'); n > 0 {
+			return key[open+1 : open+1+n]
+		}
+	}
+	return key
+}
+
+// keySlot is the Redis Cluster slot of key: CRC16 (XMODEM) of its hash
+// tag, modulo 16384.
+func keySlot(key string) int {
+	var crc uint16
+	for _, b := range []byte(hashTag(key)) {
+		crc ^= uint16(b) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return int(crc) % 16384
+}

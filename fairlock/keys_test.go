@@ -21,3 +21,16 @@ func TestQuoteName(t *testing.T) {
 		}
 	}
 }
+
+// keySlot agrees with Redis 7.0's CLUSTER KEYSLOT, hash tags and empty
+// tags included.
+func TestKeySlot(t *testing.T) {
+	for key, want := range map[string]int{
+		"123456789": 12739, "somekey": 11058, "foo{hash_tag}": 2515, "a{123456789}b{c}": 12739,
+		"{}123456789": 1951, "x{}y": 16116, "{acct:5}:queue": 10200, "": 0,
+	} {
+		if got := keySlot(key); got != want {
+			t.Errorf("keySlot(%q) = %d, want %d", key, got, want)
+		}
+	}
+}

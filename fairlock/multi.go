@@ -23,8 +23,10 @@ import (
 // one mutex before the others, and holds it until it has them all.
 //
 // On Redis Cluster each lock name is a hash tag of its own, so two mutexes
-// share a slot only by chance, and mutexes in different slots cannot share
-// a transaction. There Acquire takes them one after another, in one order
+// share a slot only by chance; when all of them do, Acquire queues one
+// request in each queue at once, as on one node. Mutexes in different
+// slots cannot share a transaction: there Acquire takes them one after
+// another, in one order
 // for every caller (Names: by name, byte by byte), each in FIFO order,
 // which cannot deadlock either. That costs more: while it waits for a later
 // mutex it holds the earlier ones, and its wait is at most the sum of its

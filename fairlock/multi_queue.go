@@ -41,14 +41,28 @@ func requeues(err error) bool {
 }
 
 // together tells whether m's mutexes are queued as one request: they are
-// more than one, on one Redis node (a client of one server, or of
-// Sentinel's primary). On Cluster every lock name is a hash tag of its own
-// (keys.go escapes braces), so two names share a slot only by chance, and
-// names in different slots cannot share a transaction: m takes them one
-// after another (take).
+// more than one, and on one Redis node (a client of one server, or of
+// Sentinel's primary) or, on Cluster, in one slot. There every lock name
+// is a hash tag of its own (keys.go escapes braces), so two names share a
+// slot only by chance, and names in different slots cannot share a
+// transaction: m takes them one after another (take).
 func (m *MultiMutex) together() bool {
-	_, one := m.locker.client.(*redis.Client)
-	return one && len(m.mutexes) > 1
+	if len(m.mutexes) < 2 {
+		return false
+	}
+	switch m.locker.client.(type) {
+	case *redis.Client:
+		return true
+	case *redis.ClusterClient:
+		slot := keySlot(m.mutexes[0].req.ref.keys[0])
+		for _, mu := range m.mutexes[1:] {
+			if keySlot(mu.req.ref.keys[0]) != slot {
+				return false
+			}
+		}
+		return true
+	}
+	return false
 }
 
 // acquireTogether is Acquire on one node.
