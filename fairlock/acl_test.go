@@ -88,7 +88,7 @@ func TestACLRuleIsEnough(t *testing.T) {
 		t.Fatalf("semaphore Release: %v", err)
 	}
 	for _, w := range waits {
-		got, _ := await(t, w, slack)
+		got, _ := await(t, w, handoff)
 		if err := got.Extend(ctx, leaseTTL); err != nil {
 			t.Fatalf("semaphore Extend: %v", err)
 		}
@@ -101,7 +101,7 @@ func TestACLRuleIsEnough(t *testing.T) {
 		t.Fatalf("read-write Inspect: %+v, %v", st, err)
 	}
 	released(t, writer)
-	r, _ := await(t, reader, slack)
+	r, _ := await(t, reader, handoff)
 	released(t, r)
 
 	// An election: a campaign, a value proclaimed, an observer and a
@@ -154,7 +154,7 @@ func TestACLRuleIsEnough(t *testing.T) {
 	time.Sleep(2 * b.Heartbeat())
 	released(t, held)
 	for _, w := range two {
-		got, _ := await(t, w, slack)
+		got, _ := await(t, w, handoff)
 		released(t, got)
 	}
 	// Nothing was refused, not even a command whose error only the next

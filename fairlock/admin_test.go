@@ -56,12 +56,12 @@ func TestInspectListsLiveWaitersInOrder(t *testing.T) {
 		t.Errorf("waiters' metadata: %+v", st.Waiters)
 	}
 	released(t, held)
-	a, _ := await(t, first, slack)
+	a, _ := await(t, first, handoff)
 	if a.Token() != st.Waiters[0].Token {
 		t.Errorf("first granted %s, Inspect listed %s first", a.Token(), st.Waiters[0].Token)
 	}
 	released(t, a)
-	b, _ := await(t, second, slack)
+	b, _ := await(t, second, handoff)
 	if b.Token() != st.Waiters[1].Token {
 		t.Errorf("second granted %s, Inspect listed %s second", b.Token(), st.Waiters[1].Token)
 	}
@@ -167,7 +167,7 @@ func TestForceRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _ := await(t, w, slack)
+	s, _ := await(t, w, handoff)
 	if !slices.Equal(res.Ended, []string{held.Token()}) || len(res.Granted) != 1 || res.Granted[0].Token != s.Token() ||
 		res.Granted[0].Fence != s.Fence() || s.Fence() <= held.Fence() {
 		t.Fatalf("result %+v; old %s (fence %d), new %s (fence %d)", res, held.Token(), held.Fence(), s.Token(), s.Fence())
@@ -221,7 +221,7 @@ func TestForceReleaseEveryKind(t *testing.T) {
 	if err != nil || !slices.Equal(res.Ended, []string{b.Token()}) || len(res.Granted) != 1 {
 		t.Fatalf("ending all: %+v, %v", res, err)
 	}
-	got, _ := await(t, big, slack)
+	got, _ := await(t, big, handoff)
 	if got.Token() != res.Granted[0].Token || got.Fence() != res.Granted[0].Fence {
 		t.Fatalf("granted %s (%d), result said %+v", got.Token(), got.Fence(), res.Granted)
 	}
@@ -240,7 +240,7 @@ func TestForceReleaseEveryKind(t *testing.T) {
 	if res, err := admin.ForceRelease(ctx, fairlock.LockRWMutex, "k", ""); err != nil || len(res.Ended) != 2 || len(res.Granted) != 1 {
 		t.Fatalf("ending both readers: %+v, %v", res, err)
 	}
-	w, _ := await(t, writer, slack)
+	w, _ := await(t, writer, handoff)
 	for _, lease := range []*fairlock.Lease{r1, r2} {
 		select {
 		case <-lease.Done():

@@ -69,7 +69,7 @@ func TestShortTTLLockerKeepsTheQueue(t *testing.T) {
 	t.Logf("the waiter that queued first was granted %v after the release", took)
 	notGranted(t, later, 50*time.Millisecond, "the later waiter must wait for the first")
 	released(t, s)
-	s, _ = await(t, later, slack)
+	s, _ = await(t, later, handoff)
 	released(t, s)
 }
 
@@ -246,7 +246,7 @@ func TestFullMemoryKeepsThePartiesIn(t *testing.T) {
 		setFullMemory(t, rdb, true)
 		defer setFullMemory(t, rdb, false)
 		released(t, held)
-		s, _ := await(t, next, slack)
+		s, _ := await(t, next, handoff)
 		released(t, s)
 	})
 	t.Run("expired-holder", func(t *testing.T) {
@@ -305,7 +305,7 @@ func renewAtFullMemory(t *testing.T, ctx context.Context, rdb *redis.Client, ttl
 	if err := held.Release(ctx); err != nil {
 		t.Fatalf("Release at full memory: %v", err)
 	}
-	s, _ := await(t, next, slack)
+	s, _ := await(t, next, handoff)
 	released(t, s)
 	return nil
 }
@@ -655,7 +655,7 @@ func TestDeadWaiterOutlivesItsLine(t *testing.T) {
 	short := newLocker(t, redis.NewClient(&redis.Options{Addr: px.Addr}), fairlock.WithLeaseTTL(75*time.Millisecond), fairlock.WithWaiterTTL(75*time.Millisecond))
 	queueBehind(t, ctx, short, "torn", fairlock.WithPriority(4))
 	released(t, held)
-	bs, _ := await(t, b, slack)
+	bs, _ := await(t, b, handoff)
 	px.Refuse(true)
 	px.Cut()
 	deadline := time.Now().Add(5 * time.Second)
@@ -670,7 +670,7 @@ func TestDeadWaiterOutlivesItsLine(t *testing.T) {
 	}
 	c := queueBehind(t, ctx, newLocker(t, srv.Client(t)), "torn")
 	released(t, bs)
-	s, took := await(t, c, slack)
+	s, took := await(t, c, handoff)
 	t.Logf("the new waiter was granted %v after the release", took)
 	released(t, s)
 	if n := rdb.ZCard(ctx, "fairlock:{torn}:order").Val(); n != 0 {

@@ -58,7 +58,7 @@ func TestEventsReportWaitAndHold(t *testing.T) {
 	if err := first.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	second, _ := await(t, next, slack)
+	second, _ := await(t, next, handoff)
 	if err := second.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestPlaceLostIsNotAnOutcome(t *testing.T) {
 	rdb.ZRem(ctx, "fairlock:{requeue}:order", token)
 	waitEvents(t, rec, "requeue", fairlock.EventEnqueued, 2)
 	released(t, held)
-	s, _ := await(t, w, slack)
+	s, _ := await(t, w, handoff)
 	released(t, s)
 
 	cancelled := rec.Filter("requeue", fairlock.EventCancelled)

@@ -335,14 +335,14 @@ func TestGroupHeadOfLine(t *testing.T) {
 	notGranted(t, c1, heartbeat+slack, "tenant-c's 1-permit request behind tenant-b's head, which does not fit")
 	notGranted(t, b1, time.Millisecond, "tenant-b's 1-permit request behind its own head")
 	released(t, a)
-	sb2, _ := await(t, b2, slack)
-	sc1, _ := await(t, c1, slack) // tenant-b holds 2, tenant-c 0
+	sb2, _ := await(t, b2, handoff)
+	sc1, _ := await(t, c1, handoff) // tenant-b holds 2, tenant-c 0
 	if sc1.Fence() <= sb2.Fence() {
 		t.Errorf("tenant-c (fence %d) granted before tenant-b's head (fence %d)", sc1.Fence(), sb2.Fence())
 	}
 	notGranted(t, b1, heartbeat, "a request with every permit held")
 	released(t, sb2)
-	sb1, _ := await(t, b1, slack)
+	sb1, _ := await(t, b1, handoff)
 	released(t, sb1)
 	released(t, sc1)
 }
@@ -477,7 +477,7 @@ func TestGroupLimit(t *testing.T) {
 			t.Fatalf("with A, B and C holding 1 each: %+v", st)
 		}
 		released(t, first)
-		s, took := await(t, second, slack)
+		s, took := await(t, second, handoff)
 		t.Logf("A's second request was granted %v after A's first left", took)
 		for _, l := range []*fairlock.Lease{s, b, c} {
 			released(t, l)
@@ -572,7 +572,7 @@ func TestGroupLimit(t *testing.T) {
 			released(t, u1)
 		case <-time.After(heartbeat + slack):
 			released(t, u1)
-			s, _ := await(t, u2, slack)
+			s, _ := await(t, u2, handoff)
 			released(t, s)
 		}
 	})
@@ -603,9 +603,9 @@ func TestGroupMixed(t *testing.T) {
 	b := queueFor(t, ctx, groupPermits(sem(), 1, "tenant-b"))
 	u := queueFor(t, ctx, permits(plain, 1))
 	released(t, a)
-	sb, _ := await(t, b, slack) // tenant-b holds 0, the ungrouped 2
+	sb, _ := await(t, b, handoff) // tenant-b holds 0, the ungrouped 2
 	released(t, sb)
-	su, _ := await(t, u, slack)
+	su, _ := await(t, u, handoff)
 	base := "fairlock:{mixed}:sem:"
 	if rdb.HExists(ctx, base+"state", "grouped").Val() || rdb.Exists(ctx, base+"groups").Val() != 0 {
 		t.Errorf("every grouped party left, but the state is still grouped:\n%s", groupDump(rdb, "mixed"))
@@ -617,8 +617,8 @@ func TestGroupMixed(t *testing.T) {
 	released(t, su)
 	notGranted(t, y, heartbeat+slack, "an ungrouped request behind a waiting larger one")
 	released(t, h)
-	sx, _ := await(t, x, slack)
-	sy, _ := await(t, y, slack)
+	sx, _ := await(t, x, handoff)
+	sy, _ := await(t, y, handoff)
 	if sy.Fence() <= sx.Fence() {
 		t.Errorf("Y (fence %d) granted before X (fence %d), which queued first", sy.Fence(), sx.Fence())
 	}
@@ -739,7 +739,7 @@ func TestGroupRetryAfterLastWaiterLeft(t *testing.T) {
 			again := queueFor(t, ctx, groupPermits(sem, 1, "tenant-a"))
 			queued := groupDump(rdb, "retry")
 			released(t, u)
-			sl, _ := await(t, l, slack) // the ungrouped waiter, which came first
+			sl, _ := await(t, l, handoff) // the ungrouped waiter, which came first
 			released(t, sl)
 			bound := heartbeat + slack
 			select {
@@ -779,7 +779,7 @@ func TestGroupDeadHolder(t *testing.T) {
 	// tenant-b: tenant-a used them for a lease TTL.
 	bound := leaseTTL + heartbeat + slack
 	sb1, _ := await(t, b1, bound)
-	sb2, _ := await(t, b2, slack)
+	sb2, _ := await(t, b2, handoff)
 	t.Logf("a dead holder's 2 permits came back after %v (bound %v), to tenant-b", time.Since(start).Round(time.Millisecond), bound)
 	notGranted(t, a1, heartbeat+slack, "tenant-a's request while tenant-b holds every permit")
 	st, err := semB.Inspect(ctx)
@@ -790,7 +790,7 @@ func TestGroupDeadHolder(t *testing.T) {
 		t.Errorf("tenant-a's count of permits held: %q, want 0\nRedis:\n%s", h, groupDump(rdb, "deadholder"))
 	}
 	released(t, sb1)
-	sa1, _ := await(t, a1, slack)
+	sa1, _ := await(t, a1, handoff)
 	released(t, sa1)
 	released(t, sb2)
 }
@@ -817,9 +817,9 @@ func TestGroupDeadWaiterAtHead(t *testing.T) {
 	})
 	t.Logf("the dead waiter's session ended %v after its client closed", took.Round(time.Millisecond))
 	released(t, holder)
-	sa, _ := await(t, a2, slack)
+	sa, _ := await(t, a2, handoff)
 	released(t, sa)
-	sb, _ := await(t, b1, slack)
+	sb, _ := await(t, b1, handoff)
 	if sb.Fence() <= sa.Fence() {
 		t.Errorf("tenant-b (fence %d) granted before tenant-a's live waiter (fence %d), whose head arrived first", sb.Fence(), sa.Fence())
 	}

@@ -46,12 +46,12 @@ func TestQueueKeepsItsTTLWhileTheHeadDoesNotFit(t *testing.T) {
 	}
 	t.Logf("%d samples of each queue over 3 heartbeats: every one had a TTL", samples)
 	released(t, held)
-	s, _ := await(t, big, slack)
+	s, _ := await(t, big, handoff)
 	released(t, s)
 	for _, r := range readers {
 		released(t, r)
 	}
-	w, _ := await(t, writer, slack)
+	w, _ := await(t, writer, handoff)
 	released(t, w)
 }
 
@@ -183,7 +183,7 @@ func TestFailedCallsHoldNothing(t *testing.T) {
 				t.Fatalf("an enqueue whose reply was lost queued %d entries, want 1", st.Queued)
 			}
 			released(t, holder)
-			s, _ := await(t, got, slack)
+			s, _ := await(t, got, handoff)
 			released(t, s)
 		})
 	}

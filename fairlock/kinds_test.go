@@ -170,8 +170,8 @@ func TestSemaphoreFIFOAndHeadOfLine(t *testing.T) {
 	small := queueFor(t, ctx, permits(sem(), 1))
 	released(t, full)
 	// 2 + 1 fit together: both granted by the one release.
-	a, _ := await(t, two, slack)
-	b, _ := await(t, one, slack)
+	a, _ := await(t, two, handoff)
+	b, _ := await(t, one, handoff)
 	if b.Fence() <= a.Fence() {
 		t.Fatalf("fences out of grant order: %d then %d", a.Fence(), b.Fence())
 	}
@@ -180,10 +180,10 @@ func TestSemaphoreFIFOAndHeadOfLine(t *testing.T) {
 	// the 3-permit one ahead of it waits, so it waits too.
 	notGranted(t, small, heartbeat+slack, "a 1-permit request behind a waiting 3-permit one")
 	released(t, a)
-	c, _ := await(t, three, slack)
+	c, _ := await(t, three, handoff)
 	notGranted(t, small, heartbeat, "a request while the capacity is taken")
 	released(t, c)
-	d, _ := await(t, small, slack)
+	d, _ := await(t, small, handoff)
 	if !(c.Fence() > b.Fence() && d.Fence() > c.Fence()) {
 		t.Fatalf("fences not in grant order: %d %d %d %d", a.Fence(), b.Fence(), c.Fence(), d.Fence())
 	}
@@ -208,7 +208,7 @@ func TestRWMutexWritersAreNotStarved(t *testing.T) {
 		t.Fatalf("Inspect with a reader and two waiters: %+v, %v", st, err)
 	}
 	released(t, first)
-	w, _ := await(t, writer, slack)
+	w, _ := await(t, writer, handoff)
 	if w.Fence() <= first.Fence() {
 		t.Fatalf("writer's fence %d not above the reader's %d", w.Fence(), first.Fence())
 	}
@@ -224,7 +224,7 @@ func TestRWMutexWritersAreNotStarved(t *testing.T) {
 	released(t, w)
 	var leases []*fairlock.Lease
 	for _, r := range readers {
-		s, _ := await(t, r, slack)
+		s, _ := await(t, r, handoff)
 		if s.Fence() <= w.Fence() {
 			t.Fatalf("reader's fence %d not above the writer's %d", s.Fence(), w.Fence())
 		}
@@ -266,7 +266,7 @@ func TestKindsTryNeverJumpsTheQueue(t *testing.T) {
 		t.Fatalf("TryAcquire(1) with 1 free and a waiter queued: %v", err)
 	}
 	released(t, held)
-	s, _ := await(t, waiting, slack)
+	s, _ := await(t, waiting, handoff)
 	released(t, s)
 
 	ma, mb := mustRW(t, a, "try"), mustRW(t, b, "try")
@@ -276,7 +276,7 @@ func TestKindsTryNeverJumpsTheQueue(t *testing.T) {
 		t.Fatalf("TryRLock among readers with a writer queued: %v", err)
 	}
 	released(t, reader)
-	s, _ = await(t, writer, slack)
+	s, _ = await(t, writer, handoff)
 	if _, err := ma.TryRLock(ctx); !errors.Is(err, fairlock.ErrNotAcquired) {
 		t.Fatalf("TryRLock while a writer holds: %v", err)
 	}
@@ -405,7 +405,7 @@ func TestKindsCancellation(t *testing.T) {
 	if r := <-big; !errors.Is(r.err, context.Canceled) {
 		t.Fatalf("cancelled Acquire: %v", r.err)
 	}
-	s, took := await(t, small, slack)
+	s, took := await(t, small, handoff)
 	t.Logf("the request behind a cancelled head was granted %v later", took)
 	released(t, s)
 	released(t, held)
@@ -523,7 +523,7 @@ func TestKindsScriptFlushAndRestart(t *testing.T) {
 		t.Fatalf("lease lost after SCRIPT FLUSH: %v", held.Err())
 	}
 	released(t, held)
-	held, _ = await(t, w, slack)
+	held, _ = await(t, w, handoff)
 	fence := held.Fence()
 	w = queueFor(t, ctx, permits(sa, 2))
 	srv.Restart(t)
@@ -559,7 +559,7 @@ func TestKindsKeysHaveTTLs(t *testing.T) {
 	checkTTLs("after heartbeats")
 	for i, w := range waits {
 		released(t, held[i])
-		s, _ := await(t, w, slack)
+		s, _ := await(t, w, handoff)
 		released(t, s)
 	}
 	onlyFencesLeft(t, ctx, rdb, a, b)
@@ -678,7 +678,7 @@ func TestKindsMetadata(t *testing.T) {
 		t.Fatalf("metadata of a holder and a waiter: %q", got)
 	}
 	released(t, held)
-	s, _ := await(t, w, slack)
+	s, _ := await(t, w, handoff)
 	if got := fields("sem"); len(got) != 1 || got[0] != s.Token() {
 		t.Fatalf("after the grant: %q, want the new holder's %s", got, s.Token())
 	}

@@ -72,7 +72,7 @@ func TestMetadataFollowsWaiterAndGrant(t *testing.T) {
 		t.Fatalf("after the third waiter left: metadata of %q", got)
 	}
 	released(t, held)
-	a, _ := await(t, first, slack)
+	a, _ := await(t, first, handoff)
 	if st, _ := l.Inspect(ctx, fairlock.LockMutex, "m"); st.Holders[0].Token != a.Token() || st.Holders[0].Metadata != "job 8" {
 		t.Fatalf("Inspect after the hand-off: %+v", st)
 	}
@@ -80,7 +80,7 @@ func TestMetadataFollowsWaiterAndGrant(t *testing.T) {
 		t.Fatalf("after the hand-off: metadata of %q, want only %s", got, a.Token())
 	}
 	released(t, a)
-	b, _ := await(t, second, slack)
+	b, _ := await(t, second, handoff)
 	if st, _ := l.Inspect(ctx, fairlock.LockMutex, "m"); st.Holders[0].Token != b.Token() || st.Holders[0].Metadata != "" {
 		t.Fatalf("Inspect of a holder without metadata: %+v", st)
 	}
@@ -105,7 +105,7 @@ func TestMetadataOfTokensThatLeaveOtherwise(t *testing.T) {
 	rdb.HSet(ctx, metaKey("d"), gone, "dead waiter")
 	next := queueBehind(t, ctx, newLocker(t, srv.Client(t)), "d", fairlock.WithMetadata("next"))
 	released(t, held)
-	s, _ := await(t, next, slack)
+	s, _ := await(t, next, handoff)
 	if got := metaFields(t, rdb, "d"); len(got) != 1 || got[0] != s.Token() {
 		t.Fatalf("after a grant that skipped a dead waiter: metadata of %q", got)
 	}

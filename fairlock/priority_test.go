@@ -62,7 +62,7 @@ func TestPriorityPassesBacklog(t *testing.T) {
 			}
 			urgent := queueFor(t, ctx, at(lockers[1], 9))
 			released(t, holder)
-			s, took := await(t, urgent, slack)
+			s, took := await(t, urgent, handoff)
 			t.Logf("the priority-9 request behind 100 was granted %v after the release", took.Round(time.Millisecond))
 			if s.Fence() <= holder.Fence() {
 				t.Fatalf("fence %d not above the holder's %d", s.Fence(), holder.Fence())
@@ -160,8 +160,8 @@ func TestPriorityHeadOfLine(t *testing.T) {
 	small := queueFor(t, ctx, groupPermits(other, 1, ""))
 	notGranted(t, small, 2*heartbeat, "a priority-0 request of 1 permit behind a priority-9 request of 2, with 1 free")
 	released(t, holder)
-	sb, _ := await(t, big, slack)
-	ss, _ := await(t, small, slack)
+	sb, _ := await(t, big, handoff)
+	ss, _ := await(t, small, handoff)
 	if ss.Fence() <= sb.Fence() {
 		t.Errorf("the small request's fence %d is not above the big one's %d", ss.Fence(), sb.Fence())
 	}
@@ -242,7 +242,7 @@ func TestPriorityTry(t *testing.T) {
 		t.Fatalf("TryAcquire at priority 9 while held, with a waiter: %v, want ErrNotAcquired", err)
 	}
 	released(t, s)
-	w, _ := await(t, waiter, slack)
+	w, _ := await(t, waiter, handoff)
 	released(t, w)
 }
 

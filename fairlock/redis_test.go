@@ -27,6 +27,12 @@ const (
 // speed claim.
 const slack = 300 * time.Millisecond
 
+// handoff bounds a grant that a release or a withdrawal makes: its message
+// wakes the waiter at once, and if that message is late or lost the next
+// heartbeat finds the grant. A bound of slack alone counted on the message
+// arriving: CI with -race and a busy core saw a grant later than 300 ms.
+const handoff = heartbeat + slack
+
 func newLocker(t testing.TB, c redis.UniversalClient, opts ...fairlock.Option) *fairlock.Locker {
 	t.Helper()
 	opts = append([]fairlock.Option{fairlock.WithLeaseTTL(leaseTTL), fairlock.WithWaiterTTL(waiterTTL)}, opts...)
@@ -265,7 +271,7 @@ func TestCancelledWaiterLeavesAtOnce(t *testing.T) {
 		t.Fatalf("%d waiters after cancel, want 1", len(st.Waiters))
 	}
 	released(t, held)
-	s, took := await(t, cw, slack)
+	s, took := await(t, cw, handoff)
 	t.Logf("next waiter granted %v after release, past a cancelled one", took)
 	released(t, s)
 }
@@ -363,11 +369,11 @@ func TestPositionsFollowTheQueue(t *testing.T) {
 	t.Logf("a dead waiter ahead left the count after %v (bound %v)", took, bound)
 
 	released(t, held)
-	s, _ := await(t, first, slack)
+	s, _ := await(t, first, handoff)
 	took = waitPosition(t, &pc, 1, 2*heartbeat+slack)
 	t.Logf("the next waiter heard it is next %v after the grant ahead of it (bound %v)", took, 2*heartbeat+slack)
 	released(t, s)
-	s, _ = await(t, second, slack)
+	s, _ = await(t, second, handoff)
 	released(t, s)
 	if _, all := pb.last(); !slices.Equal(all, []int{2, 1}) {
 		t.Errorf("first waiter's positions %v, want [2 1]", all)
@@ -397,7 +403,7 @@ func TestDeadWaitersLoseTheirPlace(t *testing.T) {
 			last := queueBehind(t, ctx, c, "dead")
 			released(t, held)
 			if first != nil {
-				s, _ := await(t, first, slack)
+				s, _ := await(t, first, handoff)
 				released(t, s)
 			}
 			// The dead waiter is granted (it was alive a moment ago) and then
@@ -480,7 +486,7 @@ func TestAutoRenewKeepsTheLease(t *testing.T) {
 	default:
 	}
 	released(t, held)
-	s, _ := await(t, w, slack)
+	s, _ := await(t, w, handoff)
 	released(t, s)
 }
 
@@ -549,7 +555,7 @@ func TestScriptFlushAndRestart(t *testing.T) {
 		t.Fatalf("lease lost after SCRIPT FLUSH: %v", held.Err())
 	}
 	released(t, held)
-	held, _ = await(t, w, slack)
+	held, _ = await(t, w, handoff)
 	fence := held.Fence()
 
 	w = queueBehind(t, ctx, a, "restart")
@@ -621,7 +627,7 @@ func TestEveryKeyHasATTL(t *testing.T) {
 	}
 	a.Close()
 	for _, w := range waits {
-		s, _ := await(t, w, slack)
+		s, _ := await(t, w, handoff)
 		released(t, s)
 	}
 	b.Close()
@@ -939,7 +945,7 @@ func TestFencesFollowTheClock(t *testing.T) {
 	rdb.Del(ctx, key) // lost while the lock is held
 	w := queueBehind(t, ctx, newLocker(t, srv.Client(t)), "clock")
 	released(t, held)
-	next, _ := await(t, w, slack)
+	next, _ := await(t, w, handoff)
 	if next.Fence() <= held.Fence() {
 		t.Fatalf("fence after the loss %d, before it %d: want it higher", next.Fence(), held.Fence())
 	}

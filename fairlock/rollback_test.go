@@ -136,7 +136,7 @@ func TestNoGhostHolderAfterARollback(t *testing.T) {
 				waiting := queueBehind(t, ctx, newLocker(t, w.client(t)), "x")
 				w.mark()
 				released(t, x)
-				handed, _ := await(t, waiting, slack)
+				handed, _ := await(t, waiting, handoff)
 				w.roll()
 				bound := 2*heartbeat + slack
 				l3 := newLocker(t, w.client(t))

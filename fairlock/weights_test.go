@@ -323,6 +323,6 @@ func TestGroupWeightsInput(t *testing.T) {
 // mustGrant is the lease a queued call got, within slack.
 func mustGrant(t *testing.T, ch <-chan result) *fairlock.Lease {
 	t.Helper()
-	lease, _ := await(t, ch, slack)
+	lease, _ := await(t, ch, handoff)
 	return lease
 }
