@@ -87,6 +87,7 @@ func TestCluster(t *testing.T) {
 	t.Run("Priorities", func(t *testing.T) { testClusterPriorities(t, client) })
 	t.Run("MultiMutex", func(t *testing.T) { testClusterMultiMutex(t, client) })
 	t.Run("MultiMutexOneSlot", func(t *testing.T) { testClusterMultiMutexOneSlot(t, client) })
+	t.Run("MultiMutexMixedSlots", func(t *testing.T) { testClusterMultiMutexMixedSlots(t, client) })
 	t.Run("Election", func(t *testing.T) { testClusterElection(t, client) })
 	for _, k := range []kind{semKind, rwKind} {
 		t.Run(k.name+"/NoCrossSlot", func(t *testing.T) { testKindsNoCrossSlot(t, k, client) })
@@ -115,23 +116,7 @@ func testClusterMultiMutex(t *testing.T, client func() redis.UniversalClient) {
 func testClusterMultiMutexOneSlot(t *testing.T, client func() redis.UniversalClient) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	c := client()
-	bySlot := map[int64]string{}
-	var a, b string
-	for i := 0; b == "" && i < 10000; i++ {
-		name := fmt.Sprint("slot-mate-", i)
-		slot, err := c.ClusterKeySlot(ctx, "{"+name+"}").Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if other, ok := bySlot[slot]; ok {
-			a, b = other, name
-		}
-		bySlot[slot] = name
-	}
-	if b == "" {
-		t.Fatal("no two names share a slot")
-	}
+	a, b := slotMates(ctx, t, client(), "slot-mate-")
 	ls := newLockers(t, 2, client)
 	var held []*fairlock.Lease
 	for _, name := range []string{a, b} {
@@ -173,6 +158,103 @@ func testClusterMultiMutexOneSlot(t *testing.T, client func() redis.UniversalCli
 		t.Fatal(err)
 	}
 	t.Logf("%q and %q share a slot: queued in both at once, granted both", a, b)
+}
+
+// slotMates returns two names, prefix and a number, whose hash tags share
+// a slot, found with CLUSTER KEYSLOT.
+func slotMates(ctx context.Context, t *testing.T, c redis.UniversalClient, prefix string) (string, string) {
+	t.Helper()
+	bySlot := map[int64]string{}
+	for i := range 10000 {
+		name := fmt.Sprint(prefix, i)
+		slot, err := c.ClusterKeySlot(ctx, "{"+name+"}").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if other, ok := bySlot[slot]; ok {
+			return other, name
+		}
+		bySlot[slot] = name
+	}
+	t.Fatal("no two names share a slot")
+	return "", ""
+}
+
+// testClusterMultiMutexMixedSlots: MultiMutexes that share two names of
+// one slot, one of them with a third name in another slot, cannot
+// deadlock. The wide one (y) waits for a held name of the pair; the
+// narrow one (x) queues behind it. Were y to take the pair one name at a
+// time while x queued in both at once, x would be granted the free name
+// and wait for the other, held by y, which would queue for the free
+// one behind x: each would hold what the other waits for, until its ctx
+// ended. Both must be granted, in order.
+func testClusterMultiMutexMixedSlots(t *testing.T, client func() redis.UniversalClient) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cc := client()
+	a, b := slotMates(ctx, t, cc, "mixed-mate-")
+	const c = "mixed-other"
+	ls := newLockers(t, 3, client)
+	held, err := ls[0].Acquire(ctx, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	y, err := ls[1].MultiMutex(c, b, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, err := ls[2].MultiMutex(b, a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type place struct {
+		slot int64
+		name string
+	}
+	var places []place
+	for _, name := range y.Names() {
+		slot, err := cc.ClusterKeySlot(ctx, "{"+name+"}").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		places = append(places, place{slot, name})
+	}
+	if !slices.IsSortedFunc(places, func(p, q place) int { return cmp.Or(cmp.Compare(p.slot, q.slot), strings.Compare(p.name, q.name)) }) {
+		t.Fatalf("Names() = %v, not by slot, then by name", places)
+	}
+	// Each waits at most 10 s: a deadlock ends in both ctx errors.
+	acquired := make(chan string, 2)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	take := func(who string, m *fairlock.MultiMutex, queued chan<- int) {
+		defer wg.Done()
+		wctx, stop := context.WithTimeout(ctx, 10*time.Second)
+		defer stop()
+		ml, err := m.Acquire(wctx, fairlock.OnQueued(func(int) { queued <- 1 }))
+		if err != nil {
+			t.Errorf("%s %v: %v", who, m.Names(), err)
+			acquired <- ""
+			return
+		}
+		acquired <- who
+		if err := ml.Release(ctx); err != nil {
+			t.Error(err)
+		}
+	}
+	yQueued, xQueued := make(chan int, 3), make(chan int, 3)
+	wg.Add(2)
+	go take("y", y, yQueued)
+	<-yQueued
+	go take("x", x, xQueued)
+	<-xQueued
+	if err := held.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	order := []string{<-acquired, <-acquired}
+	if !slices.Equal(order, []string{"y", "x"}) {
+		t.Fatalf("granted in order %q, want y then x (%q and %q share a slot, %q does not)", order, a, b, c)
+	}
+	t.Logf("%v then %v, granted in order", y.Names(), x.Names())
 }
 
 // testClusterElection: elections of names on different shards, each with

@@ -1,11 +1,15 @@
 package fairlock
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"sync"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // A MultiMutex holds several mutexes at once, all or none: a transfer
@@ -23,14 +27,16 @@ import (
 // one mutex before the others, and holds it until it has them all.
 //
 // On Redis Cluster each lock name is a hash tag of its own, so two mutexes
-// share a slot only by chance; when all of them do, Acquire queues one
-// request in each queue at once, as on one node. Mutexes in different
-// slots cannot share a transaction: there Acquire takes them one after
-// another, in one order
-// for every caller (Names: by name, byte by byte), each in FIFO order,
-// which cannot deadlock either. That costs more: while it waits for a later
-// mutex it holds the earlier ones, and its wait is at most the sum of its
-// mutexes' FIFO bounds. TryAcquire takes them that way everywhere.
+// share a slot only by chance, and mutexes in different slots cannot share
+// a transaction. There Acquire takes the mutexes slot by slot, in one order
+// for every caller (Names: by slot, then by name, byte by byte): those of
+// one slot as one request, queued in each of their queues at once, and the
+// next slot's only once it holds them. That cannot deadlock either: a
+// request waits in one slot at a time and holds only mutexes of that slot
+// or of earlier ones. It costs more: while it waits in a later slot it
+// holds the mutexes of the earlier ones, and its wait is at most the sum of
+// its slots' FIFO bounds. TryAcquire takes the mutexes one by one, in that
+// order, everywhere.
 //
 // A MultiMutex's Acquire takes no WithPriority (ErrInvalid): priorities
 // and their aging could order two requests one way in one queue and the
@@ -44,7 +50,8 @@ import (
 // A MultiMutex is safe for concurrent use, and costs nothing to make.
 type MultiMutex struct {
 	locker  *Locker
-	mutexes []*Mutex // in the order they are taken
+	mutexes []*Mutex   // in the order they are taken
+	slots   [][]*Mutex // mutexes, cut into the requests Acquire queues at once
 }
 
 // MultiMutex returns the mutexes called names, to be held together. It
@@ -67,7 +74,42 @@ func (l *Locker) MultiMutex(names ...string) (*MultiMutex, error) {
 		}
 		m.mutexes = append(m.mutexes, mu)
 	}
+	m.slots = m.requests()
 	return m, nil
+}
+
+// requests cuts m's mutexes, sorted by name, into the requests Acquire
+// queues one after another, each in all its mutexes' queues at once, and
+// puts m's mutexes in that order: all in one request on one node (a client
+// of one server, or of Sentinel's primary); on Cluster, one request per
+// slot, by slot; one per mutex on any other client, which promises no
+// transaction.
+func (m *MultiMutex) requests() [][]*Mutex {
+	switch m.locker.client.(type) {
+	case *redis.Client:
+		return [][]*Mutex{m.mutexes}
+	case *redis.ClusterClient:
+		slot := func(mu *Mutex) int { return keySlot(mu.req.ref.keys[0]) }
+		slices.SortStableFunc(m.mutexes, func(a, b *Mutex) int { return cmp.Compare(slot(a), slot(b)) })
+		return slices.Collect(chunkBy(m.mutexes, slot))
+	}
+	return slices.Collect(slices.Chunk(m.mutexes, 1))
+}
+
+// chunkBy yields the runs of s whose elements have the same key.
+func chunkBy[E any](s []E, key func(E) int) iter.Seq[[]E] {
+	return func(yield func([]E) bool) {
+		for len(s) > 0 {
+			n := 1
+			for n < len(s) && key(s[n]) == key(s[0]) {
+				n++
+			}
+			if !yield(s[:n:n]) {
+				return
+			}
+			s = s[n:]
+		}
+	}
 }
 
 // Names are the mutexes' names, in the order they are taken.
@@ -96,10 +138,13 @@ func (m *MultiMutex) Acquire(ctx context.Context, opts ...AcquireOption) (*Multi
 		return nil, fmt.Errorf("%w: a MultiMutex takes no priority: its request must stand in the same order in every queue", ErrInvalid)
 	}
 	opts = m.partsOf(opts)
-	if m.together() {
-		return m.acquireTogether(ctx, opts)
-	}
-	return m.take(ctx, func(mu *Mutex) (*Lease, error) { return mu.Acquire(ctx, opts...) })
+	return m.take(ctx, m.slots, func(mutexes []*Mutex) ([]*Lease, error) {
+		if len(mutexes) == 1 {
+			lease, err := mutexes[0].Acquire(ctx, opts...)
+			return []*Lease{lease}, err
+		}
+		return acquireTogether(ctx, mutexes, opts)
+	})
 }
 
 // TryAcquire takes every mutex only if each is free with nobody waiting
@@ -107,7 +152,10 @@ func (m *MultiMutex) Acquire(ctx context.Context, opts ...AcquireOption) (*Multi
 // ErrNotAcquired. It never waits and never jumps a queue.
 func (m *MultiMutex) TryAcquire(ctx context.Context, opts ...AcquireOption) (*MultiLease, error) {
 	opts = m.partsOf(opts)
-	return m.take(ctx, func(mu *Mutex) (*Lease, error) { return mu.TryAcquire(ctx, opts...) })
+	return m.take(ctx, slices.Collect(slices.Chunk(m.mutexes, 1)), func(mutexes []*Mutex) ([]*Lease, error) {
+		lease, err := mutexes[0].TryAcquire(ctx, opts...)
+		return []*Lease{lease}, err
+	})
 }
 
 // partsOf adds to opts the tag that marks each mutex's request as a part
@@ -125,13 +173,13 @@ func (m *MultiMutex) Do(ctx context.Context, fn func(ctx context.Context) error,
 	return do(ctx, m.locker.cfg.leaseTTL, fn, func() (*MultiLease, error) { return m.Acquire(ctx, opts...) })
 }
 
-// take takes each mutex with acquire, in order; on an error it gives back
-// what it took, with a context of its own, so that an ended ctx cannot
-// keep a mutex from passing on.
-func (m *MultiMutex) take(ctx context.Context, acquire func(*Mutex) (*Lease, error)) (*MultiLease, error) {
+// take takes each request's mutexes with acquire, one request after
+// another; on an error it gives back what it took, with a context of its
+// own, so that an ended ctx cannot keep a mutex from passing on.
+func (m *MultiMutex) take(ctx context.Context, requests [][]*Mutex, acquire func([]*Mutex) ([]*Lease, error)) (*MultiLease, error) {
 	ml := &MultiLease{}
-	for _, mu := range m.mutexes {
-		lease, err := acquire(mu)
+	for _, mutexes := range requests {
+		leases, err := acquire(mutexes)
 		if err != nil {
 			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.locker.cfg.leaseTTL)
 			defer cancel()
@@ -140,7 +188,7 @@ func (m *MultiMutex) take(ctx context.Context, acquire func(*Mutex) (*Lease, err
 			}
 			return nil, err
 		}
-		ml.leases = append(ml.leases, lease)
+		ml.leases = append(ml.leases, leases...)
 	}
 	return ml, nil
 }

@@ -9,11 +9,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The one-node path of MultiMutex.Acquire: one request, queued in every
-// mutex's queue at once.
+// A MultiMutex request queued in several mutexes' queues at once: all of
+// them on one node, one slot's on Cluster (MultiMutex.requests).
 //
 // Its requests to the mutexes go in one MULTI/EXEC, so no other request
-// comes between them: any two multi-requests stand in the same order in
+// comes between them: any two such requests stand in the same order in
 // every queue they share (no priorities, which could order them one way
 // in one queue and the other way in another), and a single request never
 // waits for a second lock while it holds one. So no cycle of waits can
@@ -21,6 +21,14 @@ import (
 // longest of its queues' FIFO bounds, not their sum. It may be granted one
 // mutex before another, and holds it meanwhile, as the order of the queues
 // says it should.
+//
+// On Cluster a request may hold the mutexes of earlier slots while it
+// waits in a later one, never those of a later slot: in a cycle of waits,
+// each holder would wait in a slot no earlier than the one before it, so
+// all would wait in one slot, where the argument above rules the cycle
+// out. Taking a slot's mutexes one by one instead would let a request
+// hold one of them while it waits for another of that slot, behind a
+// request queued in both at once that holds that other: a deadlock.
 //
 // A part that loses its place (its grant expired unclaimed, its session
 // lost) would queue again behind requests that came after it, in that
@@ -40,54 +48,30 @@ func requeues(err error) bool {
 	return err == errRequeue || err == errSessionGone || err == errWithdrawn
 }
 
-// together tells whether m's mutexes are queued as one request: they are
-// more than one, and on one Redis node (a client of one server, or of
-// Sentinel's primary) or, on Cluster, in one slot. There every lock name
-// is a hash tag of its own (keys.go escapes braces), so two names share a
-// slot only by chance, and names in different slots cannot share a
-// transaction: m takes them one after another (take).
-func (m *MultiMutex) together() bool {
-	if len(m.mutexes) < 2 {
-		return false
-	}
-	switch m.locker.client.(type) {
-	case *redis.Client:
-		return true
-	case *redis.ClusterClient:
-		slot := keySlot(m.mutexes[0].req.ref.keys[0])
-		for _, mu := range m.mutexes[1:] {
-			if keySlot(mu.req.ref.keys[0]) != slot {
-				return false
-			}
-		}
-		return true
-	}
-	return false
-}
-
-// acquireTogether is Acquire on one node.
-func (m *MultiMutex) acquireTogether(ctx context.Context, opts []AcquireOption) (*MultiLease, error) {
-	l := m.locker
+// acquireTogether queues one request in the queues of mutexes, which
+// share a node, and returns their leases once it is granted all.
+func acquireTogether(ctx context.Context, mutexes []*Mutex, opts []AcquireOption) ([]*Lease, error) {
+	l := mutexes[0].locker
 	start := time.Now()
-	parts := make([]*attempt, len(m.mutexes))
-	for i, mu := range m.mutexes {
+	parts := make([]*attempt, len(mutexes))
+	for i, mu := range mutexes {
 		parts[i] = &attempt{l: l, req: mu.req, wait: true, mode: tryRequest, start: start}
 		if err := parts[i].configure(opts); err != nil {
 			return nil, err
 		}
 	}
-	if err := l.enterAcquire(ctx, m.mutexes[0].Name()); err != nil {
+	if err := l.enterAcquire(ctx, mutexes[0].Name()); err != nil {
 		return nil, err
 	}
 	defer l.calls.Done()
 	for lost := 0; ; {
-		ml, err := queueTogether(ctx, parts)
+		leases, err := queueTogether(ctx, parts)
 		switch {
 		case !requeues(err):
-			return ml, err
+			return leases, err
 		case err == errRequeue:
 		case lost == sessionRetries:
-			return nil, failed("acquire", m.mutexes[0].Name(), err)
+			return nil, failed("acquire", mutexes[0].Name(), err)
 		default:
 			lost++
 		}
@@ -96,7 +80,7 @@ func (m *MultiMutex) acquireTogether(ctx context.Context, opts []AcquireOption) 
 
 // queueTogether sends every part's request in one transaction and waits
 // for every grant.
-func queueTogether(ctx context.Context, parts []*attempt) (*MultiLease, error) {
+func queueTogether(ctx context.Context, parts []*attempt) ([]*Lease, error) {
 	l := parts[0].l
 	ws := make([]*waiter, len(parts))
 	opens := make([][]any, len(parts))
@@ -124,7 +108,7 @@ func queueTogether(ctx context.Context, parts []*attempt) (*MultiLease, error) {
 		giveBack(ctx, l, held)
 		return nil, failure
 	}
-	return &MultiLease{leases: held}, nil
+	return held, nil
 }
 
 // readTogether reads the parts' answers (sendTogether's): it puts the
