@@ -1645,12 +1645,28 @@ func (m *machine) finish(rt *rapid.T) {
 	m.checkRedis(rt)
 }
 
+// smMachines is how many state machines run side by side, each on its own
+// pair of servers, each with the budget of -rapid.checks: most of a step's
+// time is spent waiting on TTLs, so three explore three times as many
+// sequences in the time of one.
+const smMachines = 3
+
 func TestStateMachine(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("runs random sequences on a real redis-server")
 	}
-	// Its budget: TestMain's default, or -rapid.checks and -rapid.steps.
+	for i := range smMachines {
+		t.Run(fmt.Sprint("machine-", i), func(t *testing.T) {
+			t.Parallel()
+			runStateMachine(t)
+		})
+	}
+}
+
+// runStateMachine checks random sequences on a pair of servers of its own,
+// with TestMain's budget, or -rapid.checks and -rapid.steps.
+func runStateMachine(t *testing.T) {
 	pair := redistest.StartPair(t)
 	rdb := redis.NewClient(&redis.Options{Addr: pair.Proxy.Addr})
 	t.Cleanup(func() { rdb.Close() })
