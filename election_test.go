@@ -39,7 +39,6 @@ const patience = 15 * time.Second
 // history checker finds one leader at a time, in FIFO order of campaigns.
 func TestElectionFaults(t *testing.T) {
 	t.Parallel()
-	redistest.SkipUnderRace(t)
 	const lease, waiterTTL = 400 * time.Millisecond, 250 * time.Millisecond
 	e := newKindEnv(t, electKind, lease, waiterTTL)
 	name, res := "leader", "elect-resource"

@@ -110,9 +110,12 @@ func newEnv(t *testing.T, lease, waiter time.Duration) *env {
 	return newKindEnv(t, mutexKind, lease, waiter)
 }
 
-// newKindEnv is newEnv for scenarios on kind k.
+// newKindEnv is newEnv for scenarios on kind k. Their agents are
+// processes of the test binary: under -race each would be a -race binary,
+// so the scenario skips there (redistest.SkipUnderRace).
 func newKindEnv(t *testing.T, k kind, lease, waiter time.Duration) *env {
 	t.Helper()
+	redistest.SkipUnderRace(t)
 	srv := redistest.Start(t)
 	e := &env{t: t, k: k, srv: srv, rdb: srv.Client(t)}
 	e.c = newCluster(t, srv.Addr, lease, waiter)

@@ -16,10 +16,9 @@ import (
 
 // The two run beside each other, each on a Redis of its own: most of
 // their time is spent waiting out TTLs. Their bounds hold on a loaded
-// machine. Not under -race: their agents, each a -race binary, made them
-// the longest tests of CI's -race run (95 s and 65 s on an idle machine),
-// and the Go code they drive is the mutex suite's, which runs under -race;
-// CI runs them without it on each server.
+// machine. Not under -race, as no scenario of agents (newKindEnv): each
+// agent a -race binary, they were the longest tests of CI's -race run (95 s
+// and 65 s on an idle machine).
 func TestSemFaults(t *testing.T) { t.Parallel(); redistest.SkipUnderRace(t); kindFaults(t, semKind) }
 
 func TestRWFaults(t *testing.T) { t.Parallel(); redistest.SkipUnderRace(t); kindFaults(t, rwKind) }

@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/fairlock/fairlock/fairlock"
-	"github.com/fairlock/fairlock/internal/redistest"
 )
 
 // transferRun is how long TestMultiMutexTransfers runs: 5 s in the test
@@ -33,7 +32,6 @@ var transferRun = flag.Duration("transfer-run", 5*time.Second, "how long TestMul
 // fences in grant order, and FIFO.
 func TestMultiMutexTransfers(t *testing.T) {
 	t.Parallel()
-	redistest.SkipUnderRace(t)
 	const lease, waiterTTL = 400 * time.Millisecond, 300 * time.Millisecond
 	const accounts, procs, opening = 10, 8, 100
 	run := *transferRun
