@@ -30,10 +30,15 @@ const (
 // what a user sees on stderr includes what go-redis logs there.
 const asMain = "FAIRLOCK_TEST_AS_MAIN"
 
+// TestMain runs the command when asMain is set; else the tests, six at a
+// time: most wait on a server of their own starting, not on the CPU (at
+// two, the default on 2 cores, the package took 13-17 s of the README
+// command, and held one of go test's two build slots meanwhile).
 func TestMain(m *testing.M) {
 	if os.Getenv(asMain) == "1" {
 		main()
 	}
+	redistest.DefaultParallel(6)
 	os.Exit(m.Run())
 }
 
