@@ -81,7 +81,7 @@ func TestCluster(t *testing.T) {
 	t.Run("PubSubConnections", func(t *testing.T) { testPubSubConnections(t, c, client) })
 	t.Run("NotifyFanOut", func(t *testing.T) { testNotifyFanOut(t, c, client) })
 	t.Run("PubSubKill", func(t *testing.T) { testPubSubKill(t, c, client) })
-	t.Run("Spread10k", func(t *testing.T) { testSpread(t, c, client) })
+	t.Run("Spread", func(t *testing.T) { testSpread(t, c, client) })
 	t.Run("Resharding", func(t *testing.T) { testResharding(t, c, client) })
 	t.Run("Throughput", func(t *testing.T) { testThroughput(t, client) })
 	t.Run("Priorities", func(t *testing.T) { testClusterPriorities(t, client) })
@@ -817,10 +817,11 @@ func testNotifyFanOut(t *testing.T, c *redistest.Cluster, client func() redis.Un
 	}
 }
 
-// testSpread holds 10,000 locks at once and shows their keys spread over the
-// three primaries.
+// testSpread holds 10,000 locks at once (2,000 without
+// redistest.LongRuns) and shows their keys spread over the three primaries.
 func testSpread(t *testing.T, c *redistest.Cluster, client func() redis.UniversalClient) {
-	const nNames, workers = 10000, 16
+	const workers = 16
+	nNames := redistest.Long(2000, 10000)
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
 	// Leases longer than the test's ctx: without renewal they must outlive
@@ -878,7 +879,7 @@ func testSpread(t *testing.T, c *redistest.Cluster, client func() redis.Universa
 	after := c.KeysPerPrimary(t)
 	t.Logf("spread: %d names held at once on %d primaries: %s", nNames, len(during), strings.Join(parts, ", "))
 	t.Logf("spread: %d TryAcquire in %v (%.0f/s), %d Release in %v (%.0f/s), %d workers; keys without TTL: %d; keys per primary after release %v",
-		nNames, acq.Round(time.Millisecond), nNames/acq.Seconds(), nNames, rel.Round(time.Millisecond), nNames/rel.Seconds(), workers, noTTL, after)
+		nNames, acq.Round(time.Millisecond), float64(nNames)/acq.Seconds(), nNames, rel.Round(time.Millisecond), float64(nNames)/rel.Seconds(), workers, noTTL, after)
 	if noTTL != 0 {
 		t.Errorf("%d keys without a TTL", noTTL)
 	}
@@ -1205,9 +1206,10 @@ func drain(ls []*fairlock.Locker, names []string, perName int, tr *tracker, stop
 }
 
 // testThroughput compares grants/s on the cluster with one redis-server, same
-// workload, same run: 32 names, 2 contending workers each on 4 Lockers.
+// workload, same run: 32 names, 2 contending workers each on 4 Lockers,
+// for 2 s each (half a second without redistest.LongRuns).
 func testThroughput(t *testing.T, clusterClient func() redis.UniversalClient) {
-	const window = 2 * time.Second
+	window := redistest.Long(500*time.Millisecond, 2*time.Second)
 	names := make([]string, 32)
 	for i := range names {
 		names[i] = fmt.Sprintf("tp-%d", i)

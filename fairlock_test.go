@@ -556,17 +556,14 @@ func faultFIFO(t *testing.T, k kind, procs, perProc int) {
 // ---------------------------------------------------------------------------
 // 2. Contention: processes × goroutines on one lock.
 
-// Five seconds of 8x8: thousands of sections, each a read-modify-write
-// that would show a second holder. Ten seconds (until 2026-12-06) cost
-// each of CI's three runs of it ten seconds more of both cores, and found
-// nothing five did not.
+// Five seconds of 8x8 in CI (redistest.LongRuns), two in the README's
+// command: thousands of sections, each a read-modify-write that would show
+// a second holder. Ten seconds (until 2026-12-06) cost each of CI's three
+// runs of it ten seconds more of both cores, and found nothing five did
+// not.
 func TestFault02_Contention(t *testing.T) {
 	t.Parallel()
-	d := 5 * time.Second
-	if testing.Short() {
-		d = 3 * time.Second
-	}
-	faultContention(t, mutexKind, 8, 8, d)
+	faultContention(t, mutexKind, 8, 8, redistest.Long(2*time.Second, 5*time.Second))
 }
 
 // faultContention has procs processes of gor goroutines each loop Acquire,

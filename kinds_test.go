@@ -24,10 +24,7 @@ func TestSemFaults(t *testing.T) { t.Parallel(); redistest.SkipUnderRace(t); kin
 func TestRWFaults(t *testing.T) { t.Parallel(); redistest.SkipUnderRace(t); kindFaults(t, rwKind) }
 
 func kindFaults(t *testing.T, k kind) {
-	d := 3 * time.Second
-	if testing.Short() {
-		d = time.Second
-	}
+	d := redistest.Long(time.Second, 3*time.Second)
 	t.Run("1-fifo", func(t *testing.T) { faultFIFO(t, k, 4, 4) })
 	t.Run("2-contention", func(t *testing.T) { faultContention(t, k, 4, 4, d) })
 	t.Run("3-kill-holder", func(t *testing.T) { faultKillHolder(t, k, len(k.pairs)) })

@@ -15,11 +15,13 @@ import (
 	"time"
 
 	"github.com/fairlock/fairlock/fairlock"
+	"github.com/fairlock/fairlock/internal/redistest"
 )
 
-// transferRun is how long TestMultiMutexTransfers runs: 5 s in the test
-// command and CI, longer by hand (-transfer-run=30s).
-var transferRun = flag.Duration("transfer-run", 5*time.Second, "how long TestMultiMutexTransfers moves money")
+// transferRun is how long TestMultiMutexTransfers runs: 5 s in CI
+// (redistest.LongRuns), 3 s in the README's command, longer by hand
+// (-transfer-run=30s).
+var transferRun = flag.Duration("transfer-run", redistest.Long(3*time.Second, 5*time.Second), "how long TestMultiMutexTransfers moves money")
 
 // TestMultiMutexTransfers: 8 processes move money among 10 accounts, each
 // transfer holding both accounts through a MultiMutex, in random

@@ -216,6 +216,21 @@ func FlagDefault(name, value string) {
 	}
 }
 
+// LongRuns is the environment variable that asks, set to 1, for the long
+// runs of the tests that sample a workload for a while (contention, the
+// transfers, the Cluster's spread and throughput). CI sets it where it runs
+// them without -race. Without it they sample less: the README's command
+// checks the same promises over fewer samples, in less of its two minutes.
+const LongRuns = "FAIRLOCK_LONG"
+
+// Long returns long when LongRuns asks for the long runs, else short.
+func Long[T any](short, long T) T {
+	if os.Getenv(LongRuns) == "1" {
+		return long
+	}
+	return short
+}
+
 // SkipUnderRace skips t in a binary built with -race, for a scenario of
 // many processes that each run a -race binary too: CI runs it without
 // -race, on Redis 7.0, 8.0 and Valkey 8.1, and so does the README's test
