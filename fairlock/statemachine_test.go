@@ -1656,12 +1656,11 @@ func TestStateMachine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs random sequences on a real redis-server")
 	}
-	for i := range smMachines {
-		t.Run(fmt.Sprint("machine-", i), func(t *testing.T) {
-			t.Parallel()
-			runStateMachine(t)
-		})
+	names := make([]string, smMachines)
+	for i := range names {
+		names[i] = fmt.Sprint("machine-", i)
 	}
+	redistest.SideBySide(t, names, func(t *testing.T, _ int) { runStateMachine(t) })
 }
 
 // runStateMachine checks random sequences on a pair of servers of its own,
