@@ -1182,53 +1182,54 @@ func TestLostHoldersKeyFreesTheGroups(t *testing.T) {
 // grouped parties a batch at a time.
 func TestLostWaiterLeavesNoGroupBehind(t *testing.T) {
 	t.Parallel()
-	cases := []struct {
-		holder string // the holder's group
-		plain  bool   // an ungrouped waiter too
-	}{{"tenant-b", false}, {"", true}}
-	redistest.SideBySide(t, []string{"grouped", "beside ungrouped parties"}, func(t *testing.T, i int) {
-		tc := cases[i]
-		srv := redistest.Start(t)
-		rdb := srv.Client(t)
-		ctx := withTimeout(t, 20*time.Second)
-		semA := groupSem(t, newLocker(t, srv.Client(t)), "van", 1, 1)
-		semB := groupSem(t, newLocker(t, srv.Client(t)), "van", 1, 1)
-		held := hold(t, groupPermits(semB, 1, tc.holder))
-		// Every waiter's grant comes on granted, in the order the rule
-		// says.
-		granted, waiters := make(chan result, 2), 0
-		queue := func(acquire acquireFunc) {
-			w := queueFor(t, ctx, acquire)
-			waiters++
-			go func() { granted <- <-w }()
-		}
-		if tc.plain {
-			queue(groupPermits(semB, 1, ""))
-		}
-		queue(groupPermits(semA, 1, "tenant-a"))
-		if err := rdb.Del(ctx, "fairlock:{van}:sem:order", "fairlock:{van}:sem:gq:tenant-a").Err(); err != nil {
+	redistest.SideBySide(t,
+		redistest.Subtest{Name: "grouped", Test: func(t *testing.T) { testLostWaiterLeavesNoGroupBehind(t, "tenant-b", false) }},
+		redistest.Subtest{Name: "beside ungrouped parties", Test: func(t *testing.T) { testLostWaiterLeavesNoGroupBehind(t, "", true) }})
+}
+
+// testLostWaiterLeavesNoGroupBehind is TestLostWaiterLeavesNoGroupBehind
+// with a holder of group holder, and an ungrouped waiter too if plain.
+func testLostWaiterLeavesNoGroupBehind(t *testing.T, holder string, plain bool) {
+	srv := redistest.Start(t)
+	rdb := srv.Client(t)
+	ctx := withTimeout(t, 20*time.Second)
+	semA := groupSem(t, newLocker(t, srv.Client(t)), "van", 1, 1)
+	semB := groupSem(t, newLocker(t, srv.Client(t)), "van", 1, 1)
+	held := hold(t, groupPermits(semB, 1, holder))
+	// Every waiter's grant comes on granted, in the order the rule
+	// says.
+	granted, waiters := make(chan result, 2), 0
+	queue := func(acquire acquireFunc) {
+		w := queueFor(t, ctx, acquire)
+		waiters++
+		go func() { granted <- <-w }()
+	}
+	if plain {
+		queue(groupPermits(semB, 1, ""))
+	}
+	queue(groupPermits(semA, 1, "tenant-a"))
+	if err := rdb.Del(ctx, "fairlock:{van}:sem:order", "fairlock:{van}:sem:gq:tenant-a").Err(); err != nil {
+		t.Fatal(err)
+	}
+	if plain {
+		// The first grouped party of a semaphore that counts none
+		// (the state went too) places the ungrouped line, whose
+		// head lost its arrival: that head is no head, until its
+		// Locker finds it lost and queues it again.
+		if err := rdb.Del(ctx, "fairlock:{van}:sem:state").Err(); err != nil {
 			t.Fatal(err)
 		}
-		if tc.plain {
-			// The first grouped party of a semaphore that counts none
-			// (the state went too) places the ungrouped line, whose
-			// head lost its arrival: that head is no head, until its
-			// Locker finds it lost and queues it again.
-			if err := rdb.Del(ctx, "fairlock:{van}:sem:state").Err(); err != nil {
-				t.Fatal(err)
-			}
-			queue(groupPermits(groupSem(t, newLocker(t, srv.Client(t)), "van", 1, 1), 1, "tenant-c"))
-		}
-		// Three heartbeats: the lost waiters find their places lost
-		// and queue again, and a scan runs since.
-		time.Sleep(3*heartbeat + slack)
-		noVanishedParties(t, rdb, "van", held)
-		released(t, held)
-		for range waiters {
-			s, _ := await(t, granted, 2*heartbeat+slack)
-			released(t, s)
-		}
-	})
+		queue(groupPermits(groupSem(t, newLocker(t, srv.Client(t)), "van", 1, 1), 1, "tenant-c"))
+	}
+	// Three heartbeats: the lost waiters find their places lost
+	// and queue again, and a scan runs since.
+	time.Sleep(3*heartbeat + slack)
+	noVanishedParties(t, rdb, "van", held)
+	released(t, held)
+	for range waiters {
+		s, _ := await(t, granted, 2*heartbeat+slack)
+		released(t, s)
+	}
 }
 
 // noVanishedParties fails if the state of the semaphore called name keeps

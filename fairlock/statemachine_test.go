@@ -1656,11 +1656,11 @@ func TestStateMachine(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs random sequences on a real redis-server")
 	}
-	names := make([]string, smMachines)
-	for i := range names {
-		names[i] = fmt.Sprint("machine-", i)
+	machines := make([]redistest.Subtest, smMachines)
+	for i := range machines {
+		machines[i] = redistest.Subtest{Name: fmt.Sprint("machine-", i), Test: runStateMachine}
 	}
-	redistest.SideBySide(t, names, func(t *testing.T, _ int) { runStateMachine(t) })
+	redistest.SideBySide(t, machines...)
 }
 
 // runStateMachine checks random sequences on a pair of servers of its own,

@@ -64,42 +64,48 @@ func shareOff(part, total, want float64) float64 {
 // beside: 1.0% and 3.3% off.
 func TestGroupWeightsShare(t *testing.T) {
 	t.Parallel()
-	capacities := []int{8, 1}
-	redistest.SideBySide(t, []string{"capacity 8", "capacity 1"}, func(t *testing.T, i int) {
-		capacity := capacities[i]
-		srv := redistest.Start(t)
-		const run, maxRun, minGrants, workers, holdFor = 5 * time.Second, 20 * time.Second, 200, 12, 5 * time.Millisecond
-		ctx := withTimeout(t, maxRun+30*time.Second)
-		name := fmt.Sprintf("weights%d", capacity)
-		var parties []groupParty
-		for w := 1; w <= 4; w++ {
-			parties = append(parties, groupParty{group: fmt.Sprintf("tenant-w%d", w),
-				sem: mustSem(t, loadLocker(t, srv), name, capacity), workers: workers, weight: w})
+	var subtests []redistest.Subtest
+	for _, capacity := range []int{8, 1} {
+		subtests = append(subtests, redistest.Subtest{Name: fmt.Sprint("capacity ", capacity), Test: func(t *testing.T) { testGroupWeightsShare(t, capacity) }})
+	}
+	redistest.SideBySide(t, subtests...)
+}
+
+// testGroupWeightsShare is TestGroupWeightsShare on a semaphore of
+// capacity permits.
+func testGroupWeightsShare(t *testing.T, capacity int) {
+	srv := redistest.Start(t)
+	const run, maxRun, minGrants, workers, holdFor = 5 * time.Second, 20 * time.Second, 200, 12, 5 * time.Millisecond
+	ctx := withTimeout(t, maxRun+30*time.Second)
+	name := fmt.Sprintf("weights%d", capacity)
+	var parties []groupParty
+	for w := 1; w <= 4; w++ {
+		parties = append(parties, groupParty{group: fmt.Sprintf("tenant-w%d", w),
+			sem: mustSem(t, loadLocker(t, srv), name, capacity), workers: workers, weight: w})
+	}
+	grants, used := make([]int64, len(parties)), make([]time.Duration, len(parties))
+	for elapsed := time.Duration(0); elapsed < maxRun && (elapsed == 0 || grants[0] < minGrants); elapsed += run {
+		g, u := groupLoop(t, ctx, parties, run, holdFor)
+		for i := range g {
+			grants[i], used[i] = grants[i]+g[i], used[i]+u[i]
 		}
-		grants, used := make([]int64, len(parties)), make([]time.Duration, len(parties))
-		for elapsed := time.Duration(0); elapsed < maxRun && (elapsed == 0 || grants[0] < minGrants); elapsed += run {
-			g, u := groupLoop(t, ctx, parties, run, holdFor)
-			for i := range g {
-				grants[i], used[i] = grants[i]+g[i], used[i]+u[i]
-			}
-		}
-		var total int64
-		var totalUsed time.Duration
-		for i, n := range grants {
-			total, totalUsed = total+n, totalUsed+used[i]
-		}
-		shares, timeShares, worst := make([]string, len(grants)), make([]string, len(grants)), 0.0
-		for i, n := range grants {
-			worst = max(worst, shareOff(float64(used[i]), float64(totalUsed), float64(i+1)/10))
-			shares[i] = fmt.Sprintf("%.1f%%", 100*float64(n)/float64(total))
-			timeShares[i] = fmt.Sprintf("%.1f%%", 100*float64(used[i])/float64(totalUsed))
-		}
-		t.Logf("capacity %d, weights 1:2:3:4, %d grants: %v; shares of permit-time %v, of grants %v; worst %.1f%% off its weight's share of permit-time",
-			capacity, total, grants, timeShares, shares, 100*worst)
-		if worst > 0.10 {
-			t.Fatalf("shares of permit-time %v (of grants %v, %d in all): a tenant is %.1f%% off its weight's share, more than 10%%", timeShares, shares, total, 100*worst)
-		}
-	})
+	}
+	var total int64
+	var totalUsed time.Duration
+	for i, n := range grants {
+		total, totalUsed = total+n, totalUsed+used[i]
+	}
+	shares, timeShares, worst := make([]string, len(grants)), make([]string, len(grants)), 0.0
+	for i, n := range grants {
+		worst = max(worst, shareOff(float64(used[i]), float64(totalUsed), float64(i+1)/10))
+		shares[i] = fmt.Sprintf("%.1f%%", 100*float64(n)/float64(total))
+		timeShares[i] = fmt.Sprintf("%.1f%%", 100*float64(used[i])/float64(totalUsed))
+	}
+	t.Logf("capacity %d, weights 1:2:3:4, %d grants: %v; shares of permit-time %v, of grants %v; worst %.1f%% off its weight's share of permit-time",
+		capacity, total, grants, timeShares, shares, 100*worst)
+	if worst > 0.10 {
+		t.Fatalf("shares of permit-time %v (of grants %v, %d in all): a tenant is %.1f%% off its weight's share, more than 10%%", timeShares, shares, total, 100*worst)
+	}
 }
 
 // Equal weights, tenant L holding each permit 4 times as long as tenant S,

@@ -216,16 +216,21 @@ func FlagDefault(name, value string) {
 	}
 }
 
-// SideBySide runs the subtests of t called names all at once, test(t, i)
-// for the i-th, in the parallel slot that t holds, and returns when every
-// one has. A subtest that called t.Parallel would instead wait for a slot
-// behind every test not yet started, and so run last: a long one then
-// ends its package's run (the state machine's three machines started 26 s
-// into fairlock/'s 44 s that way).
-func SideBySide(t *testing.T, names []string, test func(t *testing.T, i int)) {
+// A Subtest is a subtest's name and body, for SideBySide.
+type Subtest struct {
+	Name string
+	Test func(t *testing.T)
+}
+
+// SideBySide runs subtests of t all at once, in the parallel slot that t
+// holds, and returns when every one has. A subtest that called t.Parallel
+// would instead wait for a slot behind every test not yet started, and so
+// run last: a long one then ends its package's run (the state machine's
+// three machines started 26 s into fairlock/'s 44 s that way).
+func SideBySide(t *testing.T, subtests ...Subtest) {
 	var wg sync.WaitGroup
-	for i, name := range names {
-		wg.Go(func() { t.Run(name, func(t *testing.T) { test(t, i) }) })
+	for _, st := range subtests {
+		wg.Go(func() { t.Run(st.Name, st.Test) })
 	}
 	wg.Wait()
 }
