@@ -49,9 +49,9 @@ import (
 //
 // A MultiMutex is safe for concurrent use, and costs nothing to make.
 type MultiMutex struct {
-	locker  *Locker
-	mutexes []*Mutex   // in the order they are taken
-	slots   [][]*Mutex // mutexes, cut into the requests Acquire queues at once
+	locker   *Locker
+	mutexes  []*Mutex   // in the order they are taken
+	requests [][]*Mutex // mutexes, cut into the requests Acquire queues at once
 }
 
 // MultiMutex returns the mutexes called names, to be held together. It
@@ -74,17 +74,17 @@ func (l *Locker) MultiMutex(names ...string) (*MultiMutex, error) {
 		}
 		m.mutexes = append(m.mutexes, mu)
 	}
-	m.slots = m.requests()
+	m.requests = m.cut()
 	return m, nil
 }
 
-// requests cuts m's mutexes, sorted by name, into the requests Acquire
+// cut cuts m's mutexes, sorted by name, into the requests Acquire
 // queues one after another, each in all its mutexes' queues at once, and
 // puts m's mutexes in that order: all in one request on one node (a client
 // of one server, or of Sentinel's primary); on Cluster, one request per
 // slot, by slot; one per mutex on any other client, which promises no
 // transaction.
-func (m *MultiMutex) requests() [][]*Mutex {
+func (m *MultiMutex) cut() [][]*Mutex {
 	switch m.locker.client.(type) {
 	case *redis.Client:
 		return [][]*Mutex{m.mutexes}
@@ -138,7 +138,7 @@ func (m *MultiMutex) Acquire(ctx context.Context, opts ...AcquireOption) (*Multi
 		return nil, fmt.Errorf("%w: a MultiMutex takes no priority: its request must stand in the same order in every queue", ErrInvalid)
 	}
 	opts = m.partsOf(opts)
-	return m.take(ctx, m.slots, func(mutexes []*Mutex) ([]*Lease, error) {
+	return m.take(ctx, m.requests, func(mutexes []*Mutex) ([]*Lease, error) {
 		if len(mutexes) == 1 {
 			lease, err := mutexes[0].Acquire(ctx, opts...)
 			return []*Lease{lease}, err
