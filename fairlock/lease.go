@@ -222,7 +222,12 @@ func (ls *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 		return failed("extend", ls.ref.name, err)
 	}
 	if held == 0 {
-		ls.end(ErrLost, false)
+		// Withdrawn, not just ended: extend.lua answers 0 for a grant not
+		// taken up yet whose waiters' key is gone, and leaves its record;
+		// were the key to return, or a renewal to drop the grant's mark,
+		// the grant would hold again with nobody holding it. The
+		// withdrawal drops the record and marks the token dead for good.
+		ls.end(ErrLost, true)
 		return ErrNotHeld
 	}
 	ls.mu.Lock()
