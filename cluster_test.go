@@ -227,7 +227,6 @@ func testClusterMultiMutexMixedSlots(t *testing.T, client func() redis.Universal
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	take := func(who string, m *fairlock.MultiMutex, queued chan<- int) {
-		defer wg.Done()
 		wctx, stop := context.WithTimeout(ctx, 10*time.Second)
 		defer stop()
 		ml, err := m.Acquire(wctx, fairlock.OnQueued(func(int) { queued <- 1 }))
@@ -242,11 +241,10 @@ func testClusterMultiMutexMixedSlots(t *testing.T, client func() redis.Universal
 		}
 	}
 	yQueued, xQueued := make(chan int, 3), make(chan int, 3)
-	wg.Add(2)
-	go take("y", y, yQueued)
-	<-yQueued
-	go take("x", x, xQueued)
-	<-xQueued
+	wg.Go(func() { take("y", y, yQueued) })
+	awaitQueued(t, yQueued, "y")
+	wg.Go(func() { take("x", x, xQueued) })
+	awaitQueued(t, xQueued, "x")
 	if err := held.Release(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -255,6 +253,16 @@ func testClusterMultiMutexMixedSlots(t *testing.T, client func() redis.Universal
 		t.Fatalf("granted in order %q, want y then x (%q and %q share a slot, %q does not)", order, a, b, c)
 	}
 	t.Logf("%v then %v, granted in order", y.Names(), x.Names())
+}
+
+// awaitQueued waits, at most 5 s, for a report of OnQueued on queued.
+func awaitQueued(t *testing.T, queued <-chan int, who string) {
+	t.Helper()
+	select {
+	case <-queued:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("%s did not queue within 5 s", who)
+	}
 }
 
 // testClusterElection: elections of names on different shards, each with

@@ -208,7 +208,8 @@ func (ls *Lease) release(ctx context.Context, marked bool) (n int, err error) {
 // call; it never shortens it, so that an extension the network delays
 // cannot cut a later one short. With auto-renew on, leases are long
 // already; with it off, Extend is how a holder keeps its lease. It returns
-// ErrNotHeld, changing nothing, if the lease was lost.
+// ErrNotHeld, extending nothing, if the lease was lost; the Locker then
+// withdraws its token, so that a grant Redis still keeps for it passes on.
 func (ls *Lease) Extend(ctx context.Context, ttl time.Duration) error {
 	if err := checkTTL("extension", ttl); err != nil {
 		return err
