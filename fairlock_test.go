@@ -1248,9 +1248,17 @@ func TestFault10_SlowNetwork(t *testing.T) {
 	// Redis's, the margin a holder needs to hear of a loss first, on a
 	// machine loaded enough to delay a process for tens of milliseconds.
 	const lease, waiterTTL = time.Second, time.Second
-	e := newEnv(t, lease, waiterTTL)
-
-	t.Run("cut-holder-mid-lease", func(t *testing.T) {
+	// Each part has servers and agents of its own and runs beside the
+	// others: one after another, on one pair, they took 29 s, the root
+	// package's last.
+	part := func(name string, body func(t *testing.T, e *env)) redistest.Subtest {
+		return redistest.Subtest{Name: name, Test: func(t *testing.T) {
+			e := newEnv(t, lease, waiterTTL)
+			body(t, e)
+			e.check(CheckOpts{NoFIFO: true})
+		}}
+	}
+	cut := part("cut-holder-mid-lease", func(t *testing.T, e *env) {
 		// The holder's connections go through the proxy. Cutting them once
 		// (reconnect succeeds) must not lose the lease; cutting them and
 		// refusing reconnects past the lease must end in ErrLost for the
@@ -1302,8 +1310,7 @@ func TestFault10_SlowNetwork(t *testing.T) {
 			fmt.Sprintf("holder-lost=%v next-grant=%v lost-before-grant-by=%v", ms(lostAfter), ms(grantAfter), ms(dur(g.T-lost.T))))
 		e.settle(name)
 	})
-
-	t.Run("enqueue-reply-lost", func(t *testing.T) {
+	lostReply := part("enqueue-reply-lost", func(t *testing.T, e *env) {
 		// The waiter's replies are delayed past its client timeout, so the
 		// reply to its enqueue is lost although Redis ran it. Its entry must
 		// not stall the waiters behind it beyond waiter TTL + heartbeat, and
@@ -1348,7 +1355,7 @@ func TestFault10_SlowNetwork(t *testing.T) {
 			fmt.Sprintf("slow-waiter=%s:%s next-granted-after=%v", sev.Kind, sev.Err, ms(fastWait)))
 		e.settle(name)
 	})
-	t.Run("grant-message-late", func(t *testing.T) {
+	lateGrant := part("grant-message-late", func(t *testing.T, e *env) {
 		// The head waiter's replies and messages are delayed d = 700ms (its
 		// waiter TTL is 1s), so its grant message comes late. Whatever it
 		// then does, Acquire must not return a lease that Redis gives to
@@ -1388,7 +1395,7 @@ func TestFault10_SlowNetwork(t *testing.T) {
 			fmt.Sprintf("next-grant=%v late-waiter=%s", ms(dur(fg.T-t0)), outcome))
 		e.settle(name)
 	})
-	stall := func(t *testing.T, variant string, opts ...ProcOpt) {
+	stall := func(t *testing.T, e *env, variant string, opts ...ProcOpt) {
 		// The holder's Redis replies stall for 1.5s (the connection stays
 		// up; go-redis default options: 3s read timeout, context deadlines
 		// not applied to socket reads). Its lease expires in Redis and the
@@ -1435,9 +1442,7 @@ func TestFault10_SlowNetwork(t *testing.T) {
 			fmt.Sprintf("holder-lost=%v next-grant=%v", ms(lostAfter), ms(grantAfter)))
 		e.settle(name)
 	}
-	t.Run("holder-replies-stall/default-client", func(t *testing.T) { stall(t, "default go-redis client") })
-	t.Run("holder-replies-stall/ctx-timeouts", func(t *testing.T) { stall(t, "ContextTimeoutEnabled", ctxTimeouts()) })
-	cancelSlow := func(t *testing.T, variant string, opts ...ProcOpt) {
+	cancelSlow := func(t *testing.T, e *env, variant string, opts ...ProcOpt) {
 		// The waiter's replies stall for 1.5s while its enqueue sits in the
 		// queue; its caller cancels. The enqueue runs on the caller's
 		// goroutine (a goroutine aside costs a third of an uncontended
@@ -1485,9 +1490,11 @@ func TestFault10_SlowNetwork(t *testing.T) {
 			fmt.Sprintf("returned-after=%v (%s:%s) entry-gone-after=%v", ms(ret), ev.Kind, ev.Err, ms(gone)))
 		e.settle(name)
 	}
-	t.Run("cancel-while-stalled/default-client", func(t *testing.T) { cancelSlow(t, "default go-redis client") })
-	t.Run("cancel-while-stalled/ctx-timeouts", func(t *testing.T) { cancelSlow(t, "ContextTimeoutEnabled", ctxTimeouts()) })
-	e.check(CheckOpts{NoFIFO: true})
+	redistest.SideBySide(t, cut, lostReply, lateGrant,
+		part("holder-replies-stall/default-client", func(t *testing.T, e *env) { stall(t, e, "default go-redis client") }),
+		part("holder-replies-stall/ctx-timeouts", func(t *testing.T, e *env) { stall(t, e, "ContextTimeoutEnabled", ctxTimeouts()) }),
+		part("cancel-while-stalled/default-client", func(t *testing.T, e *env) { cancelSlow(t, e, "default go-redis client") }),
+		part("cancel-while-stalled/ctx-timeouts", func(t *testing.T, e *env) { cancelSlow(t, e, "ContextTimeoutEnabled", ctxTimeouts()) }))
 }
 
 // ---------------------------------------------------------------------------

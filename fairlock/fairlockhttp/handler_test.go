@@ -45,10 +45,12 @@ var backends = []backend{
 	}},
 }
 
-// onEach runs test on each backend.
+// onEach runs test on each backend, side by side: each has its own
+// server, and with Redis stopped a request waits out go-redis's retries.
 func onEach(t *testing.T, test func(t *testing.T, client *redis.Client, stop func())) {
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
 			client, stop := b.start(t)
 			test(t, client, stop)
 		})
