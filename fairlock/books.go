@@ -303,9 +303,7 @@ func (b *books) renewals() (renew []*renewal, idle []*session) {
 				idle = append(idle, s)
 			}
 		case s.opened:
-			// The count starts at 1 when the session opens; this renewal
-			// adds one, and so did each call Redis answered before it.
-			r := &renewal{s: s, waiting: !s.waitLost, want: s.counted.Load() + 2}
+			r := &renewal{s: s, waiting: !s.waitLost, want: s.count.want()}
 			for token := range s.marks {
 				if len(r.marks) == scripts.Batch {
 					break

@@ -259,7 +259,8 @@ func (t *Term) Proclaim(ctx context.Context, value string) error {
 		return failed("proclaim", e.Name(), err)
 	}
 	if held == 0 {
-		t.lease.end(ErrLost, false)
+		// Withdrawn as a vanished record is (Lease.vanished).
+		t.lease.end(ErrLost, true)
 		return ErrNotHeld
 	}
 	return nil

@@ -136,7 +136,8 @@ func (ls *Lease) Release(ctx context.Context) error {
 		return ErrNotHeld
 	}
 	marked := ls.marked.Load()
-	n, err := ls.release(ctx, marked)
+	ticket := ls.session.count.ticket(true)
+	n, err := ls.release(ctx, marked, ticket)
 	if err != nil && !isRedisError(err) && ctx.Err() == nil {
 		// The release may have run: a second one that finds nothing to
 		// release is this one's success. The first then counted itself in
@@ -147,8 +148,8 @@ func (ls *Lease) Release(ctx context.Context) error {
 		// the next renewal takes the count for a rollback and gives the
 		// session up: its other leases are lost too, which is safe, in a
 		// case that needs both an operator's release and a lost reply.
-		if n, err = ls.release(ctx, marked); err == nil && n == 0 {
-			ls.session.counted.Add(1)
+		if n, err = ls.release(ctx, marked, ticket); err == nil && n == 0 {
+			ls.session.count.add(ticket)
 		}
 		if err == nil {
 			n = 1
@@ -168,7 +169,8 @@ func (ls *Lease) Release(ctx context.Context) error {
 		ls.end(ErrReleased, true)
 		return failed("release", ls.ref.name, err)
 	case n == 0:
-		ls.end(ErrLost, false)
+		// Withdrawn as a vanished record is, for the same reason.
+		ls.end(ErrLost, true)
 		return ErrNotHeld
 	}
 	ls.end(ErrReleased, false)
@@ -177,7 +179,7 @@ func (ls *Lease) Release(ctx context.Context) error {
 
 // release runs one release in Redis, and returns 1 if the lease held the
 // lock, 0 if not; a release that freed it counts itself in the lease's
-// session (session.counted). A mutex lease that Redis most likely finds
+// session (session.count), as sent with ticket. A mutex lease that Redis most likely finds
 // with nobody waiting (it did not wait in the queue itself, and no call of
 // this Locker found the lock busy within a heartbeat) and that needs no
 // more than its lock freed (no metadata or mark to drop) goes to
@@ -185,10 +187,10 @@ func (ls *Lease) Release(ctx context.Context) error {
 // transfer and Lua strings cost an uncontended cycle more than the
 // release's commands (docs/design.md). When it finds waiters after all,
 // release.lua hands the lock on, a round trip later.
-func (ls *Lease) release(ctx context.Context, marked bool) (n int, err error) {
+func (ls *Lease) release(ctx context.Context, marked bool, ticket countTicket) (n int, err error) {
 	defer func() {
 		if n == 1 {
-			ls.session.counted.Add(1)
+			ls.session.count.add(ticket)
 		}
 	}()
 	ref := ls.ref
@@ -275,7 +277,7 @@ func (ls *Lease) lose() {
 
 // vanished ends a lease whose record Redis no longer has. The Locker
 // withdraws the token all the same: its metadata may still be there, and
-// the withdrawal counts itself in the session (session.counted), so that
+// the withdrawal counts itself in the session (session.count), so that
 // if Redis rolls back to a state that still has the record (an operator's
 // ForceRelease lost in a failover), the next renewal finds the loss and
 // gives the session up, rather than leave the record a holder nobody has.

@@ -212,11 +212,11 @@ func execTx(ctx context.Context, pipe redis.Pipeliner, cmds []*redis.Cmd) {
 func recoverTogether(ctx context.Context, parts []*attempt, ws []*waiter, replies []int64, errs []error) {
 	l := parts[0].l
 	recoverScript := parts[0].req.ref.kind.scripts.Recover
-	open := make([]bool, len(parts))
+	tickets := make([]countTicket, len(parts))
 	cmds := make([]*redis.Cmd, len(parts))
 	pipe := l.client.TxPipeline()
 	for i, a := range parts {
-		open[i] = l.books.isOpen(ws[i].session)
+		tickets[i] = ws[i].session.count.ticket(l.books.isOpen(ws[i].session))
 		args := ws[i].ref.call(ws[i].tokenArg, a.mode.arg(), l.refs.leaseMs)
 		args[0], args[1] = "eval", recoverScript.src
 		cmds[i] = redis.NewCmd(ctx, args...)
@@ -227,7 +227,7 @@ func recoverTogether(ctx context.Context, parts []*attempt, ws []*waiter, replie
 		reply, err := cmd.Int64()
 		switch {
 		case err == nil && reply == 0:
-			countWithdrawal(ws[i].session, open[i]) // recover.lua counts a withdrawal
+			ws[i].session.count.add(tickets[i]) // recover.lua counts a withdrawal
 			errs[i] = errWithdrawn
 		case err == nil, redis.HasErrorPrefix(err, scripts.ErrSessionGone):
 			replies[i], errs[i] = reply, err

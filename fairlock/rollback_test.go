@@ -383,3 +383,79 @@ func (h *renewalSpan) widest() time.Duration {
 	defer h.mu.Unlock()
 	return h.longest
 }
+
+// A count Redis keeps above its Locker's hides no rollback: L1 holds "keep"
+// and "x"; its renewals reach Redis twice (each copy counted there, not
+// by L1, as a renewal whose reply was lost is) dups times; a snapshot is
+// taken; an operator releases "x", L1 finds it lost (its heartbeat reads
+// the record back, or its Release finds nothing held) and withdraws its
+// token (counted); Redis restarts from the snapshot, with x's record back.
+// Measured against its own count alone, L1 took the surplus for the lost
+// withdrawal, and its renewals kept the ghost holding "x" (with dups=6,
+// still there 0.7 s later, with no warning). It measures against what its
+// last renewal found, and gives the session up.
+func TestSurplusCountHidesNoRollback(t *testing.T) {
+	t.Parallel()
+	for _, how := range []struct {
+		dups    int
+		release bool
+	}{{0, false}, {6, false}, {0, true}, {6, true}} {
+		dups := how.dups
+		t.Run(fmt.Sprintf("dups=%d,release=%v", dups, how.release), func(t *testing.T) {
+			t.Parallel()
+			srv := redistest.Start(t)
+			px := redistest.StartProxy(t, srv.Addr)
+			c := redis.NewClient(&redis.Options{Addr: px.Addr})
+			t.Cleanup(func() { c.Close() })
+			ctx := withTimeout(t, 20*time.Second)
+			var warnings atomic.Int64
+			l1 := newLocker(t, c, fairlock.WithObserver(func(e fairlock.Event) {
+				if e.Kind == fairlock.EventWarning {
+					warnings.Add(1)
+				}
+			}))
+			keep := mustAcquire(t, l1, "keep")
+			x := mustAcquire(t, l1, "x")
+			for range dups {
+				h := px.Duplicate(renewSHA)
+				select {
+				case <-h.Caught():
+				case <-time.After(2 * heartbeat):
+					t.Fatal("no renewal to duplicate")
+				}
+				h.Release()
+			}
+			time.Sleep(heartbeat / 2) // the copies land
+			srv.Save(t)
+			admin := newLocker(t, srv.Client(t))
+			if _, err := admin.ForceRelease(ctx, fairlock.LockMutex, "x", x.Token()); err != nil {
+				t.Fatal(err)
+			}
+			if how.release {
+				if err := x.Release(ctx); !errors.Is(err, fairlock.ErrNotHeld) {
+					t.Fatalf("Release of a lease released by force: %v, want ErrNotHeld", err)
+				}
+			}
+			lostWithin(t, x, heartbeat+slack, "x, released by force")
+			// Its withdrawal is answered: sent in the heartbeat that found
+			// the loss, or in the next after Release's.
+			settle := 50 * time.Millisecond
+			if how.release {
+				settle += heartbeat
+			}
+			time.Sleep(settle)
+			srv.RestartFromSnapshot(t)
+			// The renewal that finds the loss, then the deletion of the session.
+			time.Sleep(2*heartbeat + slack)
+			st, err := admin.Inspect(ctx, fairlock.LockMutex, "x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("after the rollback: holders of x %+v; keep valid: %v; warnings: %d", st.Holders, keep.Err() == nil, warnings.Load())
+			if len(st.Holders) == 1 && st.Holders[0].Token == x.Token() {
+				t.Errorf("x is held by %s (TTL %v), a lease its Locker reported lost (%v), %v after the rollback; L1's session lives on (keep valid: %v, warnings %d)",
+					x.Token(), st.Holders[0].TTL, x.Err(), 2*heartbeat+slack, keep.Err() == nil, warnings.Load())
+			}
+		})
+	}
+}

@@ -126,12 +126,12 @@ func (a *attempt) enqueued(w *waiter, open []any, sent time.Time, reply int64, e
 // w is withdrawn for good in the background and the call ends with cause.
 func (a *attempt) fateOf(ctx context.Context, w *waiter, mode requestMode, cause error) (int64, error) {
 	args := w.ref.call(w.tokenArg, mode.arg(), a.l.refs.leaseMs)
-	open := a.l.books.isOpen(w.session)
+	ticket := w.session.count.ticket(a.l.books.isOpen(w.session))
 	reply, err := w.ref.kind.scripts.Recover.run(ctx, a.l.batch, args, retried).Int64()
 	switch {
 	case err == nil:
 		if reply == 0 {
-			countWithdrawal(w.session, open) // recover.lua counts a withdrawal
+			w.session.count.add(ticket) // recover.lua counts a withdrawal
 		}
 		return reply, nil
 	case redis.HasErrorPrefix(err, scripts.ErrSessionGone):

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/fairlock/fairlock/scripts"
@@ -47,7 +46,7 @@ import (
 // session lived. A session left without parties for a heartbeat is
 // forgotten too, and its keys deleted.
 //
-// Its fields are guarded by books.mu, but counted.
+// Its fields are guarded by books.mu, but count.
 type session struct {
 	id    string
 	scope string // "" on one Redis; the lock name on Cluster
@@ -74,10 +73,9 @@ type session struct {
 	// withdrawn counts the tokens it marked "x". Past maxWithdrawn, new
 	// parties join another session, so that the marks stay few.
 	withdrawn int
-	// counted is how many of its calls that count themselves in its hash
-	// Redis answered: releases that freed a lock, withdrawals sent once it
-	// was open (countWithdrawal), renewals.
-	counted atomic.Int64
+	// count is what the Locker knows of the calls that count themselves
+	// in its hash: releases that freed a lock, withdrawals, renewals.
+	count writeCount
 }
 
 // errRolledBack is the Err of the EventWarning that reports a session given up
@@ -255,7 +253,7 @@ func (l *Locker) renewed(r *renewal, sent time.Time) {
 		l.rolledBack(r.s)
 		return
 	}
-	r.s.counted.Add(1)
+	r.s.count.renewed(reply[0])
 	waiting := reply[1] == 1
 	l.books.confirm(r.s, sent, true, waiting)
 	// The marks were dropped just after the waiters' key was renewed: the

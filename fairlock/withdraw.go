@@ -19,34 +19,18 @@ func (l *Locker) withdraw(ctx context.Context, token string, wd *withdrawal) err
 // cancelToken runs cancel.lua for token, a party of s: it leaves the
 // queue, or gives back its grant; forGood marks it so that a request with
 // it that reaches Redis later finds it withdrawn. The call counts itself
-// in s (session.counted, countWithdrawal).
+// in s (session.count).
 func (l *Locker) cancelToken(ctx context.Context, ref *lockRef, s *session, token string, hasMeta, forGood bool) error {
 	mark := noArg
 	if forGood {
 		mark = l.refs.leaseMs
 	}
-	open := l.books.isOpen(s)
+	ticket := s.count.ticket(l.books.isOpen(s))
 	err := ref.kind.scripts.Cancel.run(ctx, l.batch, ref.call(token, flag(hasMeta), mark), retried).Err()
 	if err == nil {
-		countWithdrawal(s, open)
+		s.count.add(ticket)
 	}
 	return err
-}
-
-// countWithdrawal counts a withdrawal Redis answered in s, if s was open when
-// it was sent. One sent before may have reached Redis before the session
-// opened: it counted itself in the mark's key, which lives the lease TTL,
-// and the opening adds it in only if it comes within that (the request
-// that would have opened the session may never have been sent), so the
-// Locker cannot know that it counts. Counted, it would make the first
-// renewal take the shortfall for a rollback (TestEarlyWithdrawalKeepsTheCount).
-// Left out, a Redis count above the Locker's is no loss; what goes unseen
-// is a rollback that kept the opening and lost a withdrawal that came
-// after it, while this Locker had not yet seen the opening answered.
-func countWithdrawal(s *session, open bool) {
-	if open {
-		s.counted.Add(1)
-	}
 }
 
 // retryWithdrawals runs every pending withdrawal once.
