@@ -1,11 +1,11 @@
 // Package exampleredis opens the Redis that every example runs against, so
 // that each example stays about the lock and not about connection setup.
-// An example's main is one line, Main(run): run gets the open Redis and
-// holds everything the example does with fairlock.
+// The examples' main picks one and calls Main(run): run gets the open
+// Redis and holds everything the example does with fairlock.
 //
 // With REDIS_URL set (for example redis://localhost:6379/0) the examples talk
 // to that server. Without it they start an embedded miniredis, so
-// `go run ./examples/...` works on a machine with no Redis installed.
+// `go run ./examples` works on a machine with no Redis installed.
 package exampleredis
 
 import (

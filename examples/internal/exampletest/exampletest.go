@@ -17,7 +17,7 @@ import (
 
 // Timeout bounds each test's context: a bound for a test that got stuck,
 // not a speed claim. Every example finishes in a few seconds; 5s ran out
-// under -race on a 2-core machine with a core kept busy (examples/tenants,
+// under -race on a 2-core machine with a core kept busy (examples/tenants.go,
 // whose FIFO half took most of it).
 const Timeout = 20 * time.Second
 

@@ -1,15 +1,3 @@
-// Command singleton runs a job on exactly one of three replicas at a time,
-// with failover: the replicas campaign in an Election, the leader runs the
-// job, and a replica that goes away hands over to the next in line.
-//
-// Replica a leads first and resigns (a deploy): b leads at once. Then b's
-// process loses Redis (a crash, a partition): b learns its term is over
-// before c is elected, a lease TTL later. Every run of the job is stamped
-// with its leader's epoch, and the job's store refuses an epoch older than
-// the last it saw. An observer, which never campaigns, follows the
-// leaders.
-//
-//	go run ./examples/singleton
 package main
 
 import (
@@ -24,8 +12,6 @@ import (
 	"github.com/fairlock/fairlock/examples/internal/exampleredis"
 	"github.com/fairlock/fairlock/fairlock"
 )
-
-func main() { exampleredis.Main(run) }
 
 // runJob records one run of the job in a Redis hash, if epoch is at least
 // the epoch of the last run: a deposed leader's late run is refused.
@@ -43,8 +29,19 @@ type replica struct {
 	election *fairlock.Election
 }
 
-// run is the example; exampleredis.Main opens rdb and passes it in.
-func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
+// singleton runs a job on exactly one of three replicas at a time,
+// with failover: the replicas campaign in an Election, the leader runs the
+// job, and a replica that goes away hands over to the next in line.
+//
+// Replica a leads first and resigns (a deploy): b leads at once. Then b's
+// process loses Redis (a crash, a partition): b learns its term is over
+// before c is elected, a lease TTL later. Every run of the job is stamped
+// with its leader's epoch, and the job's store refuses an epoch older than
+// the last it saw. An observer, which never campaigns, follows the
+// leaders.
+//
+//	go run ./examples singleton
+func singleton(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	fmt.Fprintln(w, "using", rdb)
 	const jobKey = "example-singleton:job"
 	opts := []fairlock.Option{

@@ -1,11 +1,3 @@
-// Command quickstart shows the two ways to hold a fairlock: Acquire and
-// Release around the work, or Do, which releases for you and cancels the
-// work's context if the lease is lost.
-//
-// It runs on an embedded miniredis; set REDIS_URL to use a real server:
-//
-//	go run ./examples/quickstart
-//	REDIS_URL=redis://localhost:6379/0 go run ./examples/quickstart
 package main
 
 import (
@@ -18,10 +10,15 @@ import (
 	"github.com/fairlock/fairlock/fairlock"
 )
 
-func main() { exampleredis.Main(run) }
-
-// run is the example; exampleredis.Main opens rdb and passes it in.
-func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
+// quickstart shows the three ways to hold a fairlock: Acquire and
+// Release around the work; Do, which releases for you and cancels the
+// work's context if the lease is lost; and TryAcquire, which never waits.
+//
+// It runs on an embedded miniredis; set REDIS_URL to use a real server:
+//
+//	go run ./examples quickstart
+//	REDIS_URL=redis://localhost:6379/0 go run ./examples quickstart
+func quickstart(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	fmt.Fprintln(w, "using", rdb)
 
 	// One Locker per process: it owns the pub/sub connection and the
@@ -40,7 +37,7 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	}
 	fmt.Fprintf(w, "acquired %q, fence %d\n", lease.Name(), lease.Fence())
 	// Pass lease.Fence() to whatever you write, so the storage can refuse a
-	// holder whose lease has run out (see examples/fencing).
+	// holder whose lease has run out (see fencing.go).
 	fmt.Fprintln(w, "working...")
 	if err := lease.Release(ctx); err != nil {
 		return err

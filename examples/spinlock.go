@@ -8,6 +8,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
+// spinRetry is how long the spin locks (spinLock, spinSemaphore,
+// spinRWLock) sleep between tries: a common retry delay.
+const spinRetry = 20 * time.Millisecond
+
 // spinLock is the usual "correct" Redis lock from the seed articles: SET NX
 // PX with a random token, released by a compare-and-delete script. It is
 // safe, but not fair: whoever happens to retry first after a release wins,

@@ -1,12 +1,3 @@
-// Command orderedjobs shows a fair lock serving per-customer jobs in the
-// order they arrived, and, for contrast, a spin lock starving its workers.
-//
-// The workers are goroutines, each with its own Redis client and its own
-// fairlock.Locker, which is exactly what separate processes would have; it
-// keeps the example one `go run` and its test fast. Run them as processes
-// against a real server and nothing changes.
-//
-//	go run ./examples/orderedjobs
 package main
 
 import (
@@ -22,15 +13,21 @@ import (
 	"github.com/fairlock/fairlock/fairlock"
 )
 
-const prefix = "example-orderedjobs"
+const orderedPrefix = "example-orderedjobs"
 
-func main() { exampleredis.Main(run) }
-
-// run is the example; exampleredis.Main opens rdb and passes it in.
-func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
+// orderedjobs shows a fair lock serving per-customer jobs in the
+// order they arrived, and, for contrast, a spin lock starving its workers.
+//
+// The workers are goroutines, each with its own Redis client and its own
+// fairlock.Locker, which is exactly what separate processes would have; it
+// keeps the example one `go run` and its test fast. Run them as processes
+// against a real server and nothing changes.
+//
+//	go run ./examples orderedjobs
+func orderedjobs(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	fmt.Fprintln(w, "using", rdb)
 
-	lockers, err := contention.NewLockers(rdb, contenders, fairlock.WithKeyPrefix(prefix))
+	lockers, err := contention.NewLockers(rdb, contenders, fairlock.WithKeyPrefix(orderedPrefix))
 	if err != nil {
 		return err
 	}
@@ -45,7 +42,7 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 		return err
 	}
 	spin, err := load.Run(ctx, func(int) contention.Acquire {
-		return spinLock{rdb: rdb.Client, key: prefix + ":spin:hot", ttl: time.Second, retry: spinRetry}.lock
+		return spinLock{rdb: rdb.Client, key: orderedPrefix + ":spin:hot", ttl: time.Second, retry: spinRetry}.lock
 	})
 	if err != nil {
 		return err
@@ -74,7 +71,7 @@ func inOrder(ctx context.Context, w io.Writer, rdb *exampleredis.Redis, workers 
 	const jobs = 12
 	fmt.Fprintf(w, "%d jobs for %d customers arrive at %d workers:\n", jobs, len(customers), len(workers))
 	for _, c := range customers {
-		if err := rdb.Client.Del(ctx, prefix+":processed:"+c).Err(); err != nil {
+		if err := rdb.Client.Del(ctx, orderedPrefix+":processed:"+c).Err(); err != nil {
 			return err
 		}
 	}
@@ -101,7 +98,7 @@ func inOrder(ctx context.Context, w io.Writer, rdb *exampleredis.Redis, workers 
 	}
 	for _, c := range customers {
 		var processed []int
-		if err := rdb.Client.LRange(ctx, prefix+":processed:"+c, 0, -1).ScanSlice(&processed); err != nil {
+		if err := rdb.Client.LRange(ctx, orderedPrefix+":processed:"+c, 0, -1).ScanSlice(&processed); err != nil {
 			return err
 		}
 		fmt.Fprintf(w, "  %-6s arrived %v\n         processed %v\n", c, arrived[c], processed)
@@ -115,7 +112,7 @@ func inOrder(ctx context.Context, w io.Writer, rdb *exampleredis.Redis, workers 
 // process records the job in the customer's shared log, then takes a little
 // time, so that later jobs of the same customer queue up behind it.
 func process(ctx context.Context, rdb *exampleredis.Redis, customer string, job int) error {
-	key := prefix + ":processed:" + customer
+	key := orderedPrefix + ":processed:" + customer
 	if err := rdb.Client.RPush(ctx, key, job).Err(); err != nil {
 		return err
 	}
@@ -127,7 +124,6 @@ const (
 	contenders = 4
 	grants     = 60
 	hold       = 2 * time.Millisecond
-	spinRetry  = 20 * time.Millisecond // a common retry delay for spin locks
 )
 
 type fairMutex struct {

@@ -6,10 +6,8 @@ import (
 	"github.com/fairlock/fairlock/examples/internal/exampletest"
 )
 
-func TestMain(m *testing.M) { exampletest.Main(m) }
-
 func TestSingleton(t *testing.T) {
-	exampletest.Run(t, run, "a: leading, ran the job", "b: leading after a resigned", "b: lost Redis; its term is over: fairlock: lease lost",
+	exampletest.Run(t, singleton, "a: leading, ran the job", "b: leading after a resigned", "b: lost Redis; its term is over: fairlock: lease lost",
 		"c: leading after b's lease ran out", "b: a late run with its old epoch is refused",
 		"observer saw leaders: [replica a replica b replica c]")
 }

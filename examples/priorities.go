@@ -1,16 +1,3 @@
-// Command priorities shows interactive and batch work on one Semaphore: a
-// backlog of batch jobs waits in line, and interactive requests that ask
-// with fairlock.WithPriority(9) start ahead of it, at the next free permit,
-// instead of waiting behind it. Aging keeps the batch jobs from waiting
-// forever: a waiter rises one priority for each aging it has waited
-// (fairlock.WithPriorityAging), so even behind a stream of interactive
-// requests a batch job starts within 9 agings.
-//
-// The batch runner and the interactive service are goroutines, each with
-// its own Redis client and Locker, which is what separate processes would
-// have.
-//
-//	go run ./examples/priorities
 package main
 
 import (
@@ -31,26 +18,36 @@ import (
 )
 
 const (
-	prefix      = "example-priorities"
-	name        = "renderer"            // the semaphore both kinds of work share
-	capacity    = 2                     // jobs that may run at once
-	job         = 20 * time.Millisecond // how long a job holds its permit
-	backlog     = 6                     // batch jobs queued behind the ones running
-	urgent      = 2                     // interactive requests that arrive after them
-	interactive = fairlock.MaxPriority  // the interactive requests' priority
-	aging       = 25 * time.Millisecond // the batch runner's aging in the second part
-	streamers   = 2 * capacity          // interactive requests at once in the second part
+	prioritiesPrefix = "example-priorities"
+	name             = "renderer"            // the semaphore both kinds of work share
+	capacity         = 2                     // jobs that may run at once
+	job              = 20 * time.Millisecond // how long a job holds its permit
+	backlog          = 6                     // batch jobs queued behind the ones running
+	urgent           = 2                     // interactive requests that arrive after them
+	interactive      = fairlock.MaxPriority  // the interactive requests' priority
+	aging            = 25 * time.Millisecond // the batch runner's aging in the second part
+	streamers        = 2 * capacity          // interactive requests at once in the second part
 )
 
-func main() { exampleredis.Main(run) }
-
-// run is the example; exampleredis.Main opens rdb and passes it in.
-func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
+// priorities shows interactive and batch work on one Semaphore: a
+// backlog of batch jobs waits in line, and interactive requests that ask
+// with fairlock.WithPriority(9) start ahead of it, at the next free permit,
+// instead of waiting behind it. Aging keeps the batch jobs from waiting
+// forever: a waiter rises one priority for each aging it has waited
+// (fairlock.WithPriorityAging), so even behind a stream of interactive
+// requests a batch job starts within 9 agings.
+//
+// The batch runner and the interactive service are goroutines, each with
+// its own Redis client and Locker, which is what separate processes would
+// have.
+//
+//	go run ./examples priorities
+func priorities(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	fmt.Fprintln(w, "using", rdb)
 	// The batch runner's Locker and the interactive service's. The batch
 	// runner's keeps the default aging, 30s: its jobs here wait far less,
 	// so none rises.
-	lockers, err := contention.NewLockers(rdb, 2, fairlock.WithKeyPrefix(prefix))
+	lockers, err := contention.NewLockers(rdb, 2, fairlock.WithKeyPrefix(prioritiesPrefix))
 	if err != nil {
 		return err
 	}
@@ -61,7 +58,7 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	}
 
 	// A batch runner whose waiters rise a priority every aging.
-	aged, err := contention.NewLockers(rdb, 1, fairlock.WithKeyPrefix(prefix), fairlock.WithPriorityAging(aging))
+	aged, err := contention.NewLockers(rdb, 1, fairlock.WithKeyPrefix(prioritiesPrefix), fairlock.WithPriorityAging(aging))
 	if err != nil {
 		return err
 	}

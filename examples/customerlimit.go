@@ -1,12 +1,3 @@
-// Command customerlimit shows a per-customer concurrency limit: at most two
-// jobs of one customer run at once, started in the order they arrived,
-// with fairlock's Semaphore; and, for contrast, a spinning semaphore that
-// keeps the limit too but lets some workers starve.
-//
-// The workers are goroutines, each with its own Redis client and its own
-// fairlock.Locker, which is what separate processes would have.
-//
-//	go run ./examples/customerlimit
 package main
 
 import (
@@ -24,17 +15,23 @@ import (
 )
 
 const (
-	prefix = "example-customerlimit"
-	limit  = 2 // jobs of one customer that may run at once
+	limitPrefix = "example-customerlimit"
+	limit       = 2 // jobs of one customer that may run at once
 )
 
-func main() { exampleredis.Main(run) }
-
-// run is the example; exampleredis.Main opens rdb and passes it in.
-func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
+// customerlimit shows a per-customer concurrency limit: at most two
+// jobs of one customer run at once, started in the order they arrived,
+// with fairlock's Semaphore; and, for contrast, a spinning semaphore that
+// keeps the limit too but lets some workers starve.
+//
+// The workers are goroutines, each with its own Redis client and its own
+// fairlock.Locker, which is what separate processes would have.
+//
+//	go run ./examples customerlimit
+func customerlimit(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	fmt.Fprintln(w, "using", rdb)
 
-	lockers, err := contention.NewLockers(rdb, contenders, fairlock.WithKeyPrefix(prefix))
+	lockers, err := contention.NewLockers(rdb, limitContenders, fairlock.WithKeyPrefix(limitPrefix))
 	if err != nil {
 		return err
 	}
@@ -43,7 +40,7 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 		return err
 	}
 
-	load := contention.Load{Workers: contenders, Grants: jobs, Hold: hold}
+	load := contention.Load{Workers: limitContenders, Grants: jobs, Hold: limitHold}
 	fair, err := load.Run(ctx, func(i int) contention.Acquire {
 		sem, err := lockers[i].Semaphore("customer:hot", limit)
 		if err != nil {
@@ -55,14 +52,14 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 		return err
 	}
 	spin, err := load.Run(ctx, func(int) contention.Acquire {
-		return spinSemaphore{rdb: rdb.Client, key: prefix + ":spin:hot", capacity: limit, ttl: time.Second, retry: spinRetry}.acquire
+		return spinSemaphore{rdb: rdb.Client, key: limitPrefix + ":spin:hot", capacity: limit, ttl: time.Second, retry: spinRetry}.acquire
 	})
 	if err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\n%d workers run one customer's jobs, at most %d at once, until %d have started;\n"+
 		"each job takes %v and each worker wants the next at once; the spinning semaphore retries every %v:\n",
-		contenders, limit, jobs, hold, spinRetry)
+		limitContenders, limit, jobs, limitHold, spinRetry)
 	table := contention.Table{-10, -22, -13}
 	table.Row(w, "", "jobs per worker", "longest wait", "most at once")
 	table.Row(w, "fairlock", fair.Counts(), fair.Worst().Round(time.Millisecond), fair.Most)
@@ -70,7 +67,7 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	// FIFO hands the permits round-robin, so every worker gets about the same
 	// share; allow for a worker that a busy machine slows between a release
 	// and its next ask.
-	if slices.Min(fair.Grants()) < jobs/contenders/2 {
+	if slices.Min(fair.Grants()) < jobs/limitContenders/2 {
 		return fmt.Errorf("fairlock starved a worker: %v", fair.Grants())
 	}
 	if fair.Most > limit || spin.Most > limit {
@@ -170,10 +167,9 @@ func (c *customerJobs) report(w io.Writer, name string) error {
 }
 
 const (
-	contenders = 6
-	jobs       = 120
-	hold       = 2 * time.Millisecond
-	spinRetry  = 20 * time.Millisecond // a common retry delay, as in orderedjobs
+	limitContenders = 6
+	jobs            = 120
+	limitHold       = 2 * time.Millisecond
 )
 
 type fairSemaphore struct{ sem *fairlock.Semaphore }

@@ -1,19 +1,3 @@
-// Command redpacket is the seed article's drawRedPacket scenario done with a
-// fair lock: a red packet holding a fixed amount is grabbed by many users at
-// once, through several app instances.
-//
-// Three things must hold, and the program checks each of them:
-//
-//   - the packet never pays out more than it holds (the lock makes each
-//     read-compute-write of the balance exclusive);
-//
-//   - users are served in the order they arrived (fairlock grants FIFO, so
-//     the first ten to arrive get the ten shares, not the luckiest spinners);
-//
-//   - a holder whose lease ran out cannot write (the fence is stored next to
-//     the balance and every write compares it, in one Lua script).
-//
-//     go run ./examples/redpacket
 package main
 
 import (
@@ -40,8 +24,6 @@ const (
 	lockName   = "redpacket:1"
 	packetKey  = "example-redpacket:packet:1"
 )
-
-func main() { exampleredis.Main(run) }
 
 // writePacket stores the new balance and shares left, but only for a fence
 // newer than the last writer's. A holder that paused past its lease carries
@@ -82,8 +64,23 @@ func grab(ctx context.Context, rdb *redis.Client, lease *fairlock.Lease, draw fu
 	return amount, write(ctx, rdb, lease.Fence(), p.Balance-amount, p.Left-1)
 }
 
-// run is the example; exampleredis.Main opens rdb and passes it in.
-func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
+// redpacket is the seed article's drawRedPacket scenario done with a
+// fair lock: a red packet holding a fixed amount is grabbed by many users at
+// once, through several app instances.
+//
+// Three things must hold, and the program checks each of them:
+//
+//   - the packet never pays out more than it holds (the lock makes each
+//     read-compute-write of the balance exclusive);
+//
+//   - users are served in the order they arrived (fairlock grants FIFO, so
+//     the first ten to arrive get the ten shares, not the luckiest spinners);
+//
+//   - a holder whose lease ran out cannot write (the fence is stored next to
+//     the balance and every write compares it, in one Lua script).
+//
+//     go run ./examples redpacket
+func redpacket(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	fmt.Fprintln(w, "using", rdb)
 	fmt.Fprintf(w, "packet: %s in %d shares, %d users, %d app instances\n", yuan(totalCents), shares, users, instances)
 

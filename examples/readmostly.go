@@ -1,14 +1,3 @@
-// Command readmostly shows a read-mostly config guarded by fairlock's
-// RWMutex: readers keep coming, and a writer still gets in within a few
-// readers' time, because readers who arrive after it wait for it. For
-// contrast, the same load on a read-write lock without a queue, where a
-// reader gets in whenever no writer holds the lock: the readers seldom all
-// let go at once, and the writer mostly does not get in at all.
-//
-// The readers and the writer are goroutines with Lockers of their own, as
-// separate processes would have.
-//
-//	go run ./examples/readmostly
 package main
 
 import (
@@ -26,10 +15,10 @@ import (
 )
 
 const (
-	prefix    = "example-readmostly"
-	readers   = 8
-	updates   = 3                      // updates the writer wants to make
-	writeEach = 100 * time.Millisecond // the writer wants to update the config this often
+	readmostlyPrefix = "example-readmostly"
+	readers          = 8
+	updates          = 3                      // updates the writer wants to make
+	writeEach        = 100 * time.Millisecond // the writer wants to update the config this often
 	// The writer gives up an update after waiting this many heartbeats of
 	// its Locker (1s with the default TTLs). fairlock's writer waits only
 	// for the readers holding the lock, 2-4ms each, and for the hand-off:
@@ -39,16 +28,23 @@ const (
 	// machine slower still: CI, under -race beside other tests and a busy
 	// core, once saw a wait past a second.
 	patienceBeats = 2
-	spinRetry     = 20 * time.Millisecond // a common retry delay, as in orderedjobs
-	config        = prefix + ":config"    // the config: its version and its body, two keys
+	config        = readmostlyPrefix + ":config" // the config: its version and its body, two keys
 )
 
-func main() { exampleredis.Main(run) }
-
-// run is the example; exampleredis.Main opens rdb and passes it in.
-func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
+// readmostly shows a read-mostly config guarded by fairlock's
+// RWMutex: readers keep coming, and a writer still gets in within a few
+// readers' time, because readers who arrive after it wait for it. For
+// contrast, the same load on a read-write lock without a queue, where a
+// reader gets in whenever no writer holds the lock: the readers seldom all
+// let go at once, and the writer mostly does not get in at all.
+//
+// The readers and the writer are goroutines with Lockers of their own, as
+// separate processes would have.
+//
+//	go run ./examples readmostly
+func readmostly(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	fmt.Fprintln(w, "using", rdb)
-	lockers, err := contention.NewLockers(rdb, 4, fairlock.WithKeyPrefix(prefix))
+	lockers, err := contention.NewLockers(rdb, 4, fairlock.WithKeyPrefix(readmostlyPrefix))
 	if err != nil {
 		return err
 	}
@@ -66,7 +62,7 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 		return err
 	}
 	spin, err := readMostly(ctx, rdb, patience, func(int) rwLock {
-		return spinRWLock{rdb: rdb.Client, key: prefix + ":spin", ttl: time.Second, retry: spinRetry}
+		return spinRWLock{rdb: rdb.Client, key: readmostlyPrefix + ":spin", ttl: time.Second, retry: spinRetry}
 	})
 	if err != nil {
 		return err
@@ -142,7 +138,7 @@ type result struct {
 // which ctx bounds. A reader that saw the two steps apart would count a
 // torn read.
 func readMostly(ctx context.Context, rdb *exampleredis.Redis, patience time.Duration, newLock func(reader int) rwLock) (result, error) {
-	if err := write(ctx, rdb, 0); err != nil {
+	if err := writeConfig(ctx, rdb, 0); err != nil {
 		return result{}, err
 	}
 	var torn atomic.Int64
@@ -190,7 +186,7 @@ func update(ctx context.Context, rdb *exampleredis.Redis, patience time.Duration
 			}
 			return res, err
 		}
-		if err := errors.Join(write(ctx, rdb, version), unlock(context.WithoutCancel(ctx))); err != nil {
+		if err := errors.Join(writeConfig(ctx, rdb, version), unlock(context.WithoutCancel(ctx))); err != nil {
 			return res, err
 		}
 		res.updates++
@@ -210,7 +206,7 @@ func read(ctx context.Context, rdb *exampleredis.Redis, torn *atomic.Int64) erro
 
 // write updates the config in two steps, the version and then its body,
 // with a pause between them: a reader in that pause would see them apart.
-func write(ctx context.Context, rdb *exampleredis.Redis, version int) error {
+func writeConfig(ctx context.Context, rdb *exampleredis.Redis, version int) error {
 	if err := rdb.Client.Set(ctx, config+":version", version, time.Minute).Err(); err != nil {
 		return err
 	}

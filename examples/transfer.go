@@ -1,14 +1,3 @@
-// Command transfer moves money between accounts, each transfer locking
-// both accounts with a MultiMutex, from four processes at once and in
-// random directions. Locked one by one, in the order each transfer names
-// its accounts, a transfer from a to b and one from b to a can each hold
-// one account and wait forever for the other; a MultiMutex takes the
-// locks in one order for every caller, so no transfer waits on a cycle.
-// Each account's store refuses a write whose fence is older than the last
-// it accepted, so a holder that stalled past its lease cannot overwrite a
-// newer balance.
-//
-//	go run ./examples/transfer
 package main
 
 import (
@@ -24,8 +13,6 @@ import (
 	"github.com/fairlock/fairlock/examples/internal/exampleredis"
 	"github.com/fairlock/fairlock/fairlock"
 )
-
-func main() { exampleredis.Main(run) }
 
 const (
 	accounts  = 5
@@ -47,8 +34,18 @@ return 1`)
 
 func account(i int) string { return fmt.Sprintf("account:%d", i) }
 
-// run is the example; exampleredis.Main opens rdb and passes it in.
-func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
+// transfer moves money between accounts, each transfer locking
+// both accounts with a MultiMutex, from four processes at once and in
+// random directions. Locked one by one, in the order each transfer names
+// its accounts, a transfer from a to b and one from b to a can each hold
+// one account and wait forever for the other; a MultiMutex takes the
+// locks in one order for every caller, so no transfer waits on a cycle.
+// Each account's store refuses a write whose fence is older than the last
+// it accepted, so a holder that stalled past its lease cannot overwrite a
+// newer balance.
+//
+//	go run ./examples transfer
+func transfer(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	fmt.Fprintln(w, "using", rdb)
 	for i := range accounts {
 		if err := rdb.Client.HSet(ctx, store(i), "balance", opening, "fence", 0).Err(); err != nil {
@@ -68,7 +65,7 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 		defer locker.Close()
 		wg.Go(func() {
 			for range transfers {
-				if err := transfer(ctx, locker, rdb.Client); err != nil {
+				if err := transferOne(ctx, locker, rdb.Client); err != nil {
 					errs <- err
 					return
 				}
@@ -87,8 +84,8 @@ func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 
 func store(i int) string { return "example-transfer:" + account(i) }
 
-// transfer moves 1 between two accounts drawn at random, holding both.
-func transfer(ctx context.Context, locker *fairlock.Locker, rdb *redis.Client) error {
+// transferOne moves 1 between two accounts drawn at random, holding both.
+func transferOne(ctx context.Context, locker *fairlock.Locker, rdb *redis.Client) error {
 	from, to := rand.IntN(accounts), rand.IntN(accounts-1)
 	if to >= from {
 		to++

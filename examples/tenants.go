@@ -1,15 +1,3 @@
-// Command tenants shows fair share between tenants on one Semaphore: a
-// noisy tenant keeps many jobs queued while a few quiet tenants send a job
-// now and then. Without groups the semaphore is one FIFO line, so every
-// quiet job waits behind the noisy tenant's backlog. With
-// fairlock.WithGroup(tenant), the next free permit goes to the tenant that
-// has used the least permit-time, so a quiet tenant's job starts as soon as one job ends,
-// and the noisy tenant still gets every permit nobody else wants.
-//
-// Each tenant is a goroutine group with its own Redis client and Locker,
-// which is what a process per tenant would have.
-//
-//	go run ./examples/tenants
 package main
 
 import (
@@ -24,26 +12,35 @@ import (
 )
 
 const (
-	prefix   = "example-tenants"
-	capacity = 2  // jobs that may run at once, all tenants together
-	backlog  = 16 // jobs the noisy tenant keeps queued
-	quiet    = 3  // quiet tenants, one job at a time each
+	tenantsPrefix   = "example-tenants"
+	tenantsCapacity = 2  // jobs that may run at once, all tenants together
+	tenantsBacklog  = 16 // jobs the noisy tenant keeps queued
+	quiet           = 3  // quiet tenants, one job at a time each
 )
 
 // The test shortens runFor.
 var (
-	runFor = time.Second           // each of the two runs
-	job    = 5 * time.Millisecond  // how long a job holds its permit
-	pause  = 20 * time.Millisecond // a quiet tenant's pause between jobs
+	runFor     = time.Second           // each of the two runs
+	tenantsJob = 5 * time.Millisecond  // how long a job holds its permit
+	pause      = 20 * time.Millisecond // a quiet tenant's pause between jobs
 )
 
-func main() { exampleredis.Main(run) }
-
-// run is the example; exampleredis.Main opens rdb and passes it in.
-func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
+// tenants shows fair share between tenants on one Semaphore: a
+// noisy tenant keeps many jobs queued while a few quiet tenants send a job
+// now and then. Without groups the semaphore is one FIFO line, so every
+// quiet job waits behind the noisy tenant's backlog. With
+// fairlock.WithGroup(tenant), the next free permit goes to the tenant that
+// has used the least permit-time, so a quiet tenant's job starts as soon as one job ends,
+// and the noisy tenant still gets every permit nobody else wants.
+//
+// Each tenant is a goroutine group with its own Redis client and Locker,
+// which is what a process per tenant would have.
+//
+//	go run ./examples tenants
+func tenants(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	fmt.Fprintln(w, "using", rdb)
 	fmt.Fprintf(w, "a noisy tenant keeps %d jobs queued; %d quiet tenants send one job, then pause %v;\n"+
-		"%d jobs run at once, each for %v; each run lasts %v, and then until every tenant had a job\n", backlog, quiet, pause, capacity, job, runFor)
+		"%d jobs run at once, each for %v; each run lasts %v, and then until every tenant had a job\n", tenantsBacklog, quiet, pause, tenantsCapacity, tenantsJob, runFor)
 	for _, grouped := range []bool{false, true} {
 		res, err := contend(ctx, rdb, grouped)
 		if err != nil {
@@ -79,14 +76,14 @@ func tenant(i int) string {
 // context bounds that.
 func contend(ctx context.Context, rdb *exampleredis.Redis, grouped bool) (contention.Result, error) {
 	name := map[bool]string{false: "jobs-fifo", true: "jobs-grouped"}[grouped]
-	lockers, err := contention.NewLockers(rdb, 1+quiet, fairlock.WithKeyPrefix(prefix))
+	lockers, err := contention.NewLockers(rdb, 1+quiet, fairlock.WithKeyPrefix(tenantsPrefix))
 	if err != nil {
 		return contention.Result{}, err
 	}
 	defer lockers.Close()
 	sems := make([]*fairlock.Semaphore, len(lockers))
 	for i, l := range lockers {
-		if sems[i], err = l.Semaphore(name, capacity); err != nil {
+		if sems[i], err = l.Semaphore(name, tenantsCapacity); err != nil {
 			return contention.Result{}, err
 		}
 	}
@@ -103,12 +100,12 @@ func contend(ctx context.Context, rdb *exampleredis.Redis, grouped bool) (conten
 			}
 			return lease.Release, nil
 		}
-		workers, rest := backlog, time.Duration(0)
+		workers, rest := tenantsBacklog, time.Duration(0)
 		if i > 0 {
 			workers, rest = 1, pause
 		}
 		for range workers {
-			jobs.Go(contention.Worker{Slot: i, Acquire: acquire, Hold: job, Pause: rest})
+			jobs.Go(contention.Worker{Slot: i, Acquire: acquire, Hold: tenantsJob, Pause: rest})
 		}
 	}
 	select {

@@ -7,10 +7,8 @@ import (
 	"github.com/fairlock/fairlock/examples/internal/exampletest"
 )
 
-func TestMain(m *testing.M) { exampletest.Main(m) }
-
 func TestFencing(t *testing.T) {
-	exampletest.Run(t, run, "alice: write rejected", `document: "final by bob"`)
+	exampletest.Run(t, fencing, "alice: write rejected", `document: "final by bob"`)
 }
 
 // The store alone: only a strictly newer fence may write.

@@ -7,12 +7,10 @@ import (
 	"github.com/fairlock/fairlock/examples/internal/exampletest"
 )
 
-func TestMain(m *testing.M) { exampletest.Main(m) }
-
-// run checks its own invariants (no overdraw, FIFO service, fenced writes)
+// redpacket checks its own invariants (no overdraw, FIFO service, fenced writes)
 // and returns an error when one fails.
 func TestRedPacket(t *testing.T) {
-	exampletest.Run(t, run, "balance left ¥0.00")
+	exampletest.Run(t, redpacket, "balance left ¥0.00")
 }
 
 // A holder whose lease ran out carries an older fence; its write is refused.

@@ -1,13 +1,3 @@
-// Command fencing shows why a lease alone cannot protect data from a holder
-// that pauses (a GC pause, swap, SIGSTOP) for longer than its lease, and how
-// the fencing token fixes it.
-//
-// Alice takes the lock and then stalls. Her lease runs out, so the lock
-// passes to Bob, who writes. When Alice wakes up she still believes she
-// holds the lock and writes too. The storage compares the fence each writer
-// presents with the last one it accepted, and refuses Alice's older fence.
-//
-//	go run ./examples/fencing
 package main
 
 import (
@@ -22,8 +12,6 @@ import (
 	"github.com/fairlock/fairlock/examples/internal/exampleredis"
 	"github.com/fairlock/fairlock/fairlock"
 )
-
-func main() { exampleredis.Main(run) }
 
 // ErrStaleFence is returned by Store.Write when a newer holder already wrote.
 var ErrStaleFence = errors.New("stale fence: a newer lock holder has written")
@@ -59,8 +47,17 @@ func (s Store) Write(ctx context.Context, fence int64, value string) error {
 	return nil
 }
 
-// run is the example; exampleredis.Main opens rdb and passes it in.
-func run(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
+// fencing shows why a lease alone cannot protect data from a holder
+// that pauses (a GC pause, swap, SIGSTOP) for longer than its lease, and how
+// the fencing token fixes it.
+//
+// Alice takes the lock and then stalls. Her lease runs out, so the lock
+// passes to Bob, who writes. When Alice wakes up she still believes she
+// holds the lock and writes too. The storage compares the fence each writer
+// presents with the last one it accepted, and refuses Alice's older fence.
+//
+//	go run ./examples fencing
+func fencing(ctx context.Context, w io.Writer, rdb *exampleredis.Redis) error {
 	fmt.Fprintln(w, "using", rdb)
 
 	store := Store{rdb: rdb.Client, key: "example-fencing:document"}
