@@ -172,8 +172,8 @@ end
 -- behind. HINCRBY makes a field it does not find: one it made (the session
 -- is not open) goes at once: a withdrawal that overtook the request that
 -- opens the session is not counted, and its Locker, which had not seen the
--- session open when it sent it, does not count it either (withdraw.go's
--- countWithdrawal). It grows memory: a call admitted at full memory runs
+-- session open when it sent it, does not count it either (writecount.go's
+-- add). It grows memory: a call admitted at full memory runs
 -- it after its first write.
 local function countWrite(token)
   local key = sessionKey(token)
