@@ -1112,11 +1112,18 @@ func faultCancellation(t *testing.T, k kind) {
 					l, err := acquire(wctx, fairlock.OnQueued(func(int) { queued <- struct{}{} }))
 					done <- res{l, err}
 				}()
+				holderLost := false
 				waitQueued := func() {
 					select {
 					case <-queued:
-					case <-done:
-						fail("trial %d (%s): Acquire returned before queueing behind a held lock", i, mode)
+					case r := <-done:
+						// A machine that stalls the holder past its lease
+						// (300 ms) makes the lock free: the waiter is
+						// granted at once, rightly, and the trial is void.
+						if holderLost = hl.Err() != nil; !holderLost {
+							fail("trial %d (%s): Acquire returned before queueing behind a held lock: %v", i, mode, r.err)
+						}
+						done <- r // for the trial's end, below
 					case <-time.After(5 * time.Second):
 						fail("trial %d (%s): not queued after 5s", i, mode)
 					}
@@ -1151,12 +1158,20 @@ func faultCancellation(t *testing.T, k kind) {
 				case <-time.After(5 * time.Second):
 					fail("trial %d (%s): Acquire hung for 5s", i, mode)
 					cancel()
-					r = <-done
+					select {
+					case r = <-done:
+					case <-time.After(5 * time.Second):
+						fail("trial %d (%s): Acquire did not return 5s after its context was cancelled", i, mode)
+						return
+					}
 				}
 				if mode == "after-grant" {
 					cancel()
 				}
 				out := "granted"
+				if holderLost {
+					out = "holder-lost"
+				}
 				if r.err != nil {
 					out = errClass(r.err)
 					if !errors.Is(r.err, context.Canceled) {
@@ -1363,7 +1378,11 @@ func TestFault10_SlowNetwork(t *testing.T) {
 		// of the grant (its last answered renewal came before it); a round
 		// trip it started to confirm the grant comes back d later, and it
 		// then gives the grant back: the next waiter is granted within
-		// T_waiter + d.
+		// T_waiter + d, or a heartbeat later when the give-back waits for
+		// the heartbeat: one whose round trips, each d late, outlast its
+		// timeout. Which of the two depends on where the release falls in
+		// the slow Locker's heartbeat: 1.27-1.31 s, or 2.106-2.108 s in 5
+		// of 9 runs with the other parts beside it (h = 333 ms).
 		name := "lategrant"
 		px, slow := e.spawnVia(t, readTimeout(2*time.Second), observe())
 		fast := e.c.Spawn()
@@ -1373,10 +1392,10 @@ func TestFault10_SlowNetwork(t *testing.T) {
 		fw := e.queue(t, fast, name, -1, 2, "verify")
 		px.SetLatency(0, 700*time.Millisecond)
 		t0, _ := e.release(l, pw)
-		bound := waiterTTL + 700*time.Millisecond
+		bound := waiterTTL + 700*time.Millisecond + e.hb
 		fg := e.c.H.MustWait(t, bound+5*time.Second, "fast granted", isKind(fw, "granted"))
 		if d := dur(fg.T - t0); d > bound+slack {
-			t.Errorf("next waiter granted %v after the release; bound waiter TTL + delay %v", d, bound)
+			t.Errorf("next waiter granted %v after the release; bound waiter TTL + delay + heartbeat %v", d, bound)
 		}
 		ev, outcome := e.outcome(sw, t0, 2*time.Second)
 		if ev.Kind == "granted" {
@@ -1391,7 +1410,7 @@ func TestFault10_SlowNetwork(t *testing.T) {
 		e.releaseIn(t, fast, fw)
 		e.finishLate(t, slow, sw, ev, fg.T, bound+5*time.Second)
 		report(t, "10c grant message and replies delayed 700ms (waiter TTL 1s)",
-			fmt.Sprintf("next waiter granted <= waiter TTL + delay %v; the late waiter never returns a stale lease", ms(bound)),
+			fmt.Sprintf("next waiter granted <= waiter TTL + delay + heartbeat %v; the late waiter never returns a stale lease", ms(bound)),
 			fmt.Sprintf("next-grant=%v late-waiter=%s", ms(dur(fg.T-t0)), outcome))
 		e.settle(name)
 	})
@@ -1490,11 +1509,15 @@ func TestFault10_SlowNetwork(t *testing.T) {
 			fmt.Sprintf("returned-after=%v (%s:%s) entry-gone-after=%v", ms(ret), ev.Kind, ev.Err, ms(gone)))
 		e.settle(name)
 	}
-	redistest.SideBySide(t, cut, lostReply, lateGrant,
-		part("holder-replies-stall/default-client", func(t *testing.T, e *env) { stall(t, e, "default go-redis client") }),
-		part("holder-replies-stall/ctx-timeouts", func(t *testing.T, e *env) { stall(t, e, "ContextTimeoutEnabled", ctxTimeouts()) }),
+	// Four parts, then three: seven starting at once (their servers and
+	// agent processes) load the machine in a burst, beside other scenarios
+	// with leases of 300 ms.
+	redistest.SideBySide(t,
 		part("cancel-while-stalled/default-client", func(t *testing.T, e *env) { cancelSlow(t, e, "default go-redis client") }),
-		part("cancel-while-stalled/ctx-timeouts", func(t *testing.T, e *env) { cancelSlow(t, e, "ContextTimeoutEnabled", ctxTimeouts()) }))
+		part("cancel-while-stalled/ctx-timeouts", func(t *testing.T, e *env) { cancelSlow(t, e, "ContextTimeoutEnabled", ctxTimeouts()) }),
+		part("holder-replies-stall/default-client", func(t *testing.T, e *env) { stall(t, e, "default go-redis client") }),
+		part("holder-replies-stall/ctx-timeouts", func(t *testing.T, e *env) { stall(t, e, "ContextTimeoutEnabled", ctxTimeouts()) }))
+	redistest.SideBySide(t, cut, lostReply, lateGrant)
 }
 
 // ---------------------------------------------------------------------------
