@@ -805,7 +805,14 @@ func (a *agent) command(f []string) {
 	num := func(i int) int64 { n, _ := strconv.ParseInt(arg(i), 10, 64); return n }
 	switch f[0] {
 	case "acq": // acq W NAME HOLDµs FLAGS REQ
-		go a.acquire(arg(1), arg(2), num(3), arg(4), parseReq(arg(5)))
+		// Its cancel is stored before the next command is read: stored by
+		// the goroutine, it could come after a "cancel W" read first, on
+		// a loaded machine, and the Acquire would wait on.
+		ctx, cancel := context.WithCancel(context.Background())
+		a.mu.Lock()
+		a.cancel[arg(1)] = cancel
+		a.mu.Unlock()
+		go a.acquire(ctx, cancel, arg(1), arg(2), num(3), arg(4), parseReq(arg(5)))
 	case "rel": // rel W
 		if l := a.held(arg(1), "rel"); l != nil {
 			a.release(arg(1), l)
@@ -879,12 +886,8 @@ func (a *agent) observe(name string) {
 	}
 }
 
-func (a *agent) acquire(w, name string, holdUS int64, flags string, r Req) {
-	ctx, cancel := context.WithCancel(context.Background())
+func (a *agent) acquire(ctx context.Context, cancel context.CancelFunc, w, name string, holdUS int64, flags string, r Req) {
 	defer cancel()
-	a.mu.Lock()
-	a.cancel[w] = cancel
-	a.mu.Unlock()
 	lease, t, err := a.acquireAs(ctx, a.acquirer(r, name, strings.Contains(flags, "try")), w, name, r)
 	if err != nil {
 		return
