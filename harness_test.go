@@ -638,8 +638,11 @@ type agent struct {
 	locker *fairlock.Locker
 	leases map[string]*fairlock.Lease
 	cancel map[string]context.CancelFunc
-	outmu  sync.Mutex
-	out    *bufio.Writer
+	// acquires are the "acq" commands' goroutines: "quit" lets them
+	// report how their Acquire ended before the process exits.
+	acquires sync.WaitGroup
+	outmu    sync.Mutex
+	out      *bufio.Writer
 	// parts are the waiters of the transfer under way, by lock name: the
 	// library's events on those locks report them (xferParts.report).
 	parts atomic.Pointer[xferParts]
@@ -812,7 +815,8 @@ func (a *agent) command(f []string) {
 		a.mu.Lock()
 		a.cancel[arg(1)] = cancel
 		a.mu.Unlock()
-		go a.acquire(ctx, cancel, arg(1), arg(2), num(3), arg(4), parseReq(arg(5)))
+		w, name, holdUS, flags, req := arg(1), arg(2), num(3), arg(4), parseReq(arg(5))
+		a.acquires.Go(func() { a.acquire(ctx, cancel, w, name, holdUS, flags, req) })
 	case "rel": // rel W
 		if l := a.held(arg(1), "rel"); l != nil {
 			a.release(arg(1), l)
@@ -865,6 +869,15 @@ func (a *agent) command(f []string) {
 	case "quit":
 		a.emit(Ev{Kind: "closing"}) // stamped before Close: the end of every lease it holds
 		err := a.getLocker().Close()
+		// Close ends every pending Acquire; their goroutines report it
+		// (scenario 12 waits for an "acqerr" that an exit right after
+		// Close cut off on a loaded machine).
+		ended := make(chan struct{})
+		go func() { a.acquires.Wait(); close(ended) }()
+		select {
+		case <-ended:
+		case <-time.After(5 * time.Second):
+		}
 		a.emit(Ev{Kind: "quit", Err: errClass(err)})
 		os.Exit(0)
 	default:
