@@ -179,10 +179,11 @@ func (ls *Lease) Release(ctx context.Context) error {
 
 // release runs one release in Redis, and returns 1 if the lease held the
 // lock, 0 if not; a release that freed it counts itself in the lease's
-// session (session.count), as sent with ticket. A mutex lease that Redis most likely finds
-// with nobody waiting (it did not wait in the queue itself, and no call of
-// this Locker found the lock busy within a heartbeat) and that needs no
-// more than its lock freed (no metadata or mark to drop) goes to
+// session (session.count), as sent with ticket. A mutex lease that Redis
+// most likely finds with nobody waiting (it did not wait in the queue
+// itself, and no call of this Locker found the lock busy within a
+// heartbeat) and that needs no more than its lock freed (no metadata or
+// mark to drop) goes to
 // release_fast.lua, which carries 4 of release.lua's 14 arguments: their
 // transfer and Lua strings cost an uncontended cycle more than the
 // release's commands (docs/design.md). When it finds waiters after all,
