@@ -214,11 +214,14 @@ func TestGroupWeightsWithinLimit(t *testing.T) {
 // A group that was away comes back at the clock of the groups that waited:
 // it does not get the permits for as long as it was away. Tenant A runs
 // alone for 1 s, then B, with equal weight and holds, joins: over the next
-// second B's share of the permit-time is between 30 and 70%. With the
-// credit banked it is nearly all of it (97.7% in a run with new groups
-// starting at clock 0); the bound is that wide because a second under
-// CI's load holds about 90 grants a tenant, and a CI run measured 40%
-// (tenant-a's holds, as the test sees them, were the longer).
+// second B's share of the grants is between 30 and 70%. With the credit
+// banked it is nearly all of them (97.7% of the permit-time in a run with
+// new groups starting at clock 0); the bound is that wide because a
+// second under CI's load holds about 90 grants a tenant. The share is of
+// grants, not of the permit-time the test sees (grant to Release's
+// return): under -race with a core busy, tenant-a's holds measured 20 ms
+// against tenant-b's 9 ms, for holds of 2 ms each, and tenant-b's share
+// of that time 29% with 51 grants against 58.
 func TestGroupWeightsNoBankedCredit(t *testing.T) {
 	t.Parallel()
 	srv := redistest.Start(t)
@@ -258,10 +261,12 @@ func TestGroupWeightsNoBankedCredit(t *testing.T) {
 	work(1, "tenant-b", runCtx)
 	wg.Wait()
 	a, b := time.Duration(held[0].Load()), time.Duration(held[1].Load())
-	share := float64(b) / float64(a+b)
-	t.Logf("after tenant-a ran alone for 1 s: tenant-a held %v in %d grants, tenant-b %v in %d: tenant-b's share %.1f%%", a, grants[0].Load(), b, grants[1].Load(), 100*share)
+	ga, gb := grants[0].Load(), grants[1].Load()
+	share := float64(gb) / float64(ga+gb)
+	t.Logf("after tenant-a ran alone for 1 s: tenant-a held %v in %d grants, tenant-b %v in %d: tenant-b's share of the grants %.1f%%, of the time %.1f%%",
+		a, ga, b, gb, 100*share, 100*float64(b)/float64(a+b))
 	if share < 0.3 || share > 0.7 {
-		t.Fatalf("once tenant-b joined, it held %v and tenant-a %v: tenant-b's share %.1f%%, outside 30-70%%", b, a, 100*share)
+		t.Fatalf("once tenant-b joined, it had %d grants and tenant-a %d: tenant-b's share %.1f%%, outside 30-70%%", gb, ga, 100*share)
 	}
 }
 
